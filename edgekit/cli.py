@@ -1,0 +1,166 @@
+"""The thin CLI: parse options, resolve one config, call one library function.
+
+Heavy imports (paddle, paddleslim, paddlelite) happen inside commands, so
+`edgekit --help` stays instant. Known errors print one line plus a fix and exit
+non-zero; EDGEKIT_DEBUG=1 shows the traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .errors import EdgekitError
+from .tables import PRECISIONS, TARGETS, Precision, Target
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Build verified Paddle-Lite .nb bundles for ARM phones and boards from Paddle models.")
+
+TARGET_HELP = "Device target: " + "; ".join(f"{t.value} = {i.note}" for t, i in TARGETS.items()) + "."
+QUANT_HELP = "Precision: " + "; ".join(f"{p.value} = {i.tradeoff}" for p, i in PRECISIONS.items()) + "."
+
+
+def _setup_logging(verbose: int, quiet: bool) -> None:
+    level = logging.WARNING if quiet else logging.INFO if verbose == 1 else logging.DEBUG if verbose > 1 else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    # paddle/glog chatter goes to stderr from C++; keep it down unless asked
+    os.environ.setdefault("GLOG_minloglevel", "2" if verbose < 2 else "0")
+
+
+def _fail(error: EdgekitError) -> None:
+    for line in getattr(error, "report_lines", []):
+        typer.echo(line)
+    typer.echo(f"error: {error.message}", err=True)
+    if error.hint:
+        typer.echo(f"  fix: {error.hint}", err=True)
+    raise typer.Exit(error.exit_code)
+
+
+def _guarded(fn):
+    """Map edgekit errors to one-line messages; tracebacks only with EDGEKIT_DEBUG=1."""
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except EdgekitError as error:
+            if os.environ.get("EDGEKIT_DEBUG") == "1":
+                raise
+            _fail(error)
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    wrapper.__wrapped__ = fn
+    return wrapper
+
+
+@app.command()
+def build(
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model: a .pdmodel file, a folder holding an exported "
+                                        "inference model, or package.module:factory returning a paddle.nn.Layer. "
+                                        "Default: [model] of --config, else ./edgekit.toml, else the bundled digits example."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="edgekit.toml with [model], [data], [preprocess], "
+                                          "[build], [quantize], [parity]; flags override it."),
+    target: Optional[Target] = typer.Option(None, "--target", "-t", help=TARGET_HELP + " Default arm64."),
+    quant: Optional[Precision] = typer.Option(None, "--quant", "-q", help=QUANT_HELP + " Default fp32."),
+    weights: Optional[Path] = typer.Option(None, "--weights", help="A .pdparams state dict for a factory model."),
+    params: Optional[Path] = typer.Option(None, "--params", help="The .pdiparams of an exported model, when not beside it."),
+    inputs: List[str] = typer.Option([], "--input", "-i", help="Input spec name:shape[:dtype], e.g. image:-1x3x224x224:float32 "
+                                     "(-1 = dynamic). Required for factory models; for exported models fixes dynamic dims."),
+    calib: Optional[Path] = typer.Option(None, "--calib", help="Calibration data for int8: an image folder (uses [preprocess]) or .npz/.npy."),
+    eval_data: Optional[Path] = typer.Option(None, "--eval", help="Evaluation data for parity: image folder (class sub-folders "
+                                             "give labels) or .npz with optional 'labels'. Default: the calibration data."),
+    labels: Optional[Path] = typer.Option(None, "--labels", help="Class names, one per line (order = class index)."),
+    algo: Optional[str] = typer.Option(None, "--algo", help="Calibration algorithm for int8: avg, abs_max, hist, mse, KL, emd. Default avg."),
+    name: Optional[str] = typer.Option(None, "--name", help="Model name used for the bundle folder."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output root; the bundle goes to OUT/<name>/<target>-<quant>/. Default ./build."),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output (-vv for Paddle's own)."),
+    quiet: bool = typer.Option(False, "--quiet", help="Only the result and errors."),
+) -> None:
+    """Export, quantise, convert to .nb, verify parity on the host, and write the bundle."""
+    _setup_logging(verbose, quiet)
+    _guarded(_build)(model, config, target, quant, weights, params, inputs, calib, eval_data, labels, algo, name, out, quiet)
+
+
+def _build(model, config, target, quant, weights, params, inputs, calib, eval_data, labels, algo, name, out, quiet) -> None:
+    from .config import InputSpec, resolve
+
+    flags = {
+        "model": model, "target": target.value if target else None, "precision": quant.value if quant else None,
+        "weights": weights, "params_file": params, "inputs": tuple(InputSpec.parse(i) for i in inputs) or None,
+        "calibration": calib, "evaluation": eval_data, "labels": labels, "algo": algo, "name": name, "out_dir": out,
+    }
+    cfg = resolve(config, flags)
+    from .pipeline import build as run_build
+
+    started = {}
+
+    def progress(stage: str, state: str) -> None:
+        if quiet:
+            return
+        if state == "start":
+            started[stage] = time.monotonic()
+            typer.echo(f"[{stage}] ...", err=True)
+        else:
+            typer.echo(f"[{stage}] done in {time.monotonic() - started[stage]:.1f} s", err=True)
+
+    typer.echo(f"building {cfg.model.name} for {cfg.target.value} {cfg.precision.value} -> {cfg.bundle_dir}", err=True)
+    result = run_build(cfg, progress)
+    for line in result.report.lines():
+        typer.echo(line)
+    m = result.bundle.manifest["model"]
+    typer.echo(f"model.nb: {m['bytes'] / 1024:.1f} KiB (graph {m['program_bytes'] / 1024:.1f} KiB, weights "
+               f"{m['params_bytes'] / 1024:.1f} KiB), opt {m['opt_version']}")
+    typer.echo(f"bundle: {result.bundle.path}")
+
+
+@app.command()
+def inspect(
+    path: Path = typer.Argument(..., help="A .nb file or a bundle folder."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
+) -> None:
+    """Show a .nb's size, opt version and ops, or a bundle's manifest summary and checksum status."""
+    _guarded(_inspect)(path, as_json)
+
+
+def _inspect(path: Path, as_json: bool) -> None:
+    from .inspection import describe
+
+    info = describe(path)
+    if as_json:
+        typer.echo(json.dumps(info, indent=2, sort_keys=True))
+    else:
+        for line in info["text"]:
+            typer.echo(line)
+    if info.get("problems"):
+        raise typer.Exit(10)
+
+
+@app.command()
+def parity(
+    bundle: Path = typer.Argument(..., help="A bundle folder written by `edgekit build`."),
+) -> None:
+    """Replay a bundle's golden vectors on its x86 twin .nb and check them against the stored tolerances."""
+    _guarded(_parity)(bundle)
+
+
+def _parity(path: Path) -> None:
+    from .inspection import replay_golden
+
+    lines, ok = replay_golden(path)
+    for line in lines:
+        typer.echo(line)
+    if not ok:
+        raise typer.Exit(9)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

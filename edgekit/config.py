@@ -1,0 +1,274 @@
+"""Build configuration: defaults < edgekit.toml < environment < flags, resolved once.
+
+The result is a tree of frozen dataclasses, validated before any stage runs, and
+written verbatim into the bundle manifest (`BuildConfig.to_json`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from .data import PreprocessSpec
+from .errors import ConfigError
+from .tables import PRECISIONS, TARGETS, Precision, Target
+
+try:  # Python 3.11 has tomllib; 3.8-3.10 (the only ones Paddle-Lite supports) use tomli
+    import tomllib  # type: ignore[import-not-found]
+except ModuleNotFoundError:  # pragma: no cover - depends on the interpreter
+    import tomli as tomllib  # type: ignore[no-redef]
+
+DTYPES = ("float32", "int64", "int32")
+CALIBRATION_ALGOS = ("avg", "abs_max", "hist", "mse", "KL", "emd")
+BUNDLED_EXAMPLE = Path(__file__).parent / "examples" / "digits" / "edgekit.toml"
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str = "float32"
+
+    @classmethod
+    def parse(cls, text: str) -> "InputSpec":
+        """`name:1x3x224x224[:float32]`, `-1` for a dynamic dimension."""
+        parts = text.split(":")
+        if len(parts) not in (2, 3) or not parts[0]:
+            raise ConfigError(f"input spec {text!r} is not name:shape[:dtype]", "write it like image:-1x3x224x224:float32")
+        try:
+            shape = tuple(int(d) for d in re.split(r"[x,]", parts[1]))
+        except ValueError as exc:
+            raise ConfigError(f"input spec {text!r} has a non-integer dimension", "use integers, -1 for dynamic") from exc
+        return cls(parts[0], shape, parts[2] if len(parts) == 3 else "float32").validated()
+
+    def validated(self) -> "InputSpec":
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"input {self.name!r} has dtype {self.dtype!r}", f"use one of {', '.join(DTYPES)}")
+        if not self.shape or any(d == 0 or d < -1 for d in self.shape):
+            raise ConfigError(f"input {self.name!r} has shape {list(self.shape)}", "dimensions are positive, or -1 for dynamic")
+        return self
+
+    def concrete(self, batch: int = 1) -> tuple[int, ...]:
+        if any(d == -1 for d in self.shape[1:]):
+            raise ConfigError(f"input {self.name!r} has dynamic dimensions {list(self.shape)}",
+                              "give fixed sizes except the batch dimension (e.g. --input image:-1x3x224x224)")
+        return (batch,) + tuple(self.shape[1:])
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str = ""
+    factory: str | None = None            # "package.module:callable" returning a paddle.nn.Layer
+    weights: Path | None = None           # .pdparams for the factory's model
+    model_file: Path | None = None        # exported .pdmodel, or a folder holding one
+    params_file: Path | None = None
+    inputs: tuple[InputSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    calibration: Path | None = None
+    evaluation: Path | None = None
+    labels: Path | None = None
+    preprocess: PreprocessSpec | None = None
+
+
+@dataclass(frozen=True)
+class QuantConfig:
+    algo: str = "avg"
+    batch_size: int = 16
+    batch_nums: int = 8                   # calibration uses at most batch_size * batch_nums samples
+    onnx_format: bool = False
+
+
+@dataclass(frozen=True)
+class ParityGates:
+    twin_max_abs: float = 1e-4            # x86 twin vs reference, per output
+    twin_min_cosine: float = 0.99999
+    int8_max_top1_drop: float = 1.0       # percentage points, when labels are given
+    int8_min_cosine: float = 0.99         # when there are no labels
+    golden_count: int = 8                 # samples written as golden vectors
+    max_samples: int = 512                # evaluation samples used for parity
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    model: ModelConfig
+    data: DataConfig = field(default_factory=DataConfig)
+    target: Target = Target.arm64
+    precision: Precision = Precision.fp32
+    quant: QuantConfig = field(default_factory=QuantConfig)
+    gates: ParityGates = field(default_factory=ParityGates)
+    out_dir: Path = Path("build")
+    tool_timeout: float = 600.0
+    config_file: Path | None = None
+
+    @property
+    def bundle_dir(self) -> Path:
+        return self.out_dir / self.model.name / f"{self.target.value}-{self.precision.value}"
+
+    def to_json(self) -> dict:
+        return _jsonable(self)
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "__dataclass_fields__"):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, (Target, Precision)):
+        return value.value
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def load_toml(path: Path) -> dict:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {path} does not exist", "check the --config path") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}", "fix the syntax at the position given") from exc
+
+
+def _section(raw: Mapping, key: str, known: set[str], where: Path) -> dict:
+    table = raw.get(key, {})
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"[{key}] in {where} is not a table", f"write it as a [{key}] section")
+    unknown = set(table) - known
+    if unknown:
+        raise ConfigError(f"unknown key(s) in [{key}] of {where}: {', '.join(sorted(unknown))}",
+                          f"known keys: {', '.join(sorted(known))}")
+    return dict(table)
+
+
+def _path(base: Path, value: Any) -> Path | None:
+    if value in (None, ""):
+        return None
+    path = Path(str(value)).expanduser()
+    return path if path.is_absolute() else (base / path)
+
+
+def _toml_layer(path: Path) -> dict:
+    """Flatten edgekit.toml into the same keys the flags use; paths resolved against the file."""
+    raw = load_toml(path)
+    unknown = set(raw) - {"model", "data", "preprocess", "build", "quantize", "parity"}
+    if unknown:
+        raise ConfigError(f"unknown section(s) in {path}: {', '.join(sorted(unknown))}",
+                          "sections are model, data, preprocess, build, quantize, parity")
+    base = path.parent.resolve()
+    out: dict[str, Any] = {}
+    model = _section(raw, "model", {"name", "factory", "weights", "model_file", "params_file", "inputs"}, path)
+    for key in ("weights", "model_file", "params_file"):
+        if key in model:
+            out[key] = _path(base, model.pop(key))
+    if "inputs" in model:
+        try:
+            out["inputs"] = tuple(InputSpec(str(i["name"]), tuple(int(d) for d in i["shape"]), str(i.get("dtype", "float32"))).validated()
+                                  for i in model.pop("inputs"))
+        except (KeyError, TypeError) as exc:
+            raise ConfigError(f"[model].inputs in {path} is malformed", 'write inputs = [{name = "x", shape = [-1, 3, 224, 224]}]') from exc
+    out.update(model)
+    data = _section(raw, "data", {"calibration", "evaluation", "labels"}, path)
+    out.update({k: _path(base, v) for k, v in data.items()})
+    if "preprocess" in raw:
+        out["preprocess"] = PreprocessSpec.from_mapping(raw["preprocess"])
+    out.update(_section(raw, "build", {"target", "precision", "out_dir", "tool_timeout"}, path))
+    if "out_dir" in out:
+        out["out_dir"] = _path(base, out["out_dir"])
+    out.update(_section(raw, "quantize", {f.name for f in fields(QuantConfig)}, path))
+    out.update(_section(raw, "parity", {f.name for f in fields(ParityGates)}, path))
+    return out
+
+
+ENV_KEYS = {"EDGEKIT_TARGET": "target", "EDGEKIT_QUANT": "precision", "EDGEKIT_OUT": "out_dir",
+            "EDGEKIT_TOOL_TIMEOUT": "tool_timeout"}
+
+
+def _env_layer(environ: Mapping[str, str]) -> dict:
+    return {key: environ[var] for var, key in ENV_KEYS.items() if environ.get(var)}
+
+
+def _enum(kind, value, what: str):
+    try:
+        return kind(value.value if isinstance(value, kind) else str(value))
+    except ValueError as exc:
+        raise ConfigError(f"{what} {value!r} is not supported", f"use one of {', '.join(k.value for k in kind)}") from exc
+
+
+def _model_from_path(path: Path) -> dict:
+    """`--model` given as a path: a .pdmodel, a folder holding one, or a .json PIR program."""
+    return {"model_file": path}
+
+
+def resolve(config_file: Path | None, flags: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> BuildConfig:
+    """Merge the layers and validate. `flags` holds only options the user gave (None = not given)."""
+    environ = os.environ if environ is None else environ
+    merged: dict[str, Any] = {}
+    if config_file is None and not flags.get("model") and not flags.get("factory"):
+        config_file = BUNDLED_EXAMPLE if not Path("edgekit.toml").is_file() else Path("edgekit.toml")
+    if config_file is not None:
+        merged.update(_toml_layer(Path(config_file)))
+    merged.update(_env_layer(environ))
+    given = {k: v for k, v in flags.items() if v is not None and v != ()}
+    model_arg = given.pop("model", None)
+    if model_arg is not None:
+        for key in ("factory", "model_file", "params_file", "weights"):
+            merged.pop(key, None)
+        if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", str(model_arg)):
+            merged["factory"] = str(model_arg)
+        else:
+            merged.update(_model_from_path(Path(str(model_arg)).expanduser()))
+    merged.update(given)
+    return _build(merged, Path(config_file) if config_file else None)
+
+
+def _build(m: dict, config_file: Path | None) -> BuildConfig:
+    if not m.get("factory") and not m.get("model_file"):
+        raise ConfigError("no model given", "pass --model (a .pdmodel, a model folder, or package.module:factory) or --config edgekit.toml")
+    if m.get("factory") and not m.get("inputs"):
+        raise ConfigError("a dynamic-graph model needs its input specs",
+                          "pass --input name:-1x3x224x224[:float32] (one per input) or [model].inputs in edgekit.toml")
+    name = m.get("name") or _default_name(m)
+    if not re.fullmatch(r"[\w.-]+", name):
+        raise ConfigError(f"model name {name!r} is not usable as a folder name", "use letters, digits, '.', '-' and '_'")
+    model = ModelConfig(name=name, factory=m.get("factory"), weights=m.get("weights"),
+                        model_file=m.get("model_file"), params_file=m.get("params_file"),
+                        inputs=tuple(m.get("inputs") or ()))
+    data = DataConfig(m.get("calibration"), m.get("evaluation"), m.get("labels"), m.get("preprocess"))
+    precision = _enum(Precision, m.get("precision", "fp32"), "--quant")
+    target = _enum(Target, m.get("target", "arm64"), "--target")
+    if target is Target.x86 and precision is not Precision.fp32:
+        raise ConfigError("INT8 .nb files for x86 give chance-level results in Paddle-Lite 2.13rc0 (FACTS.md)",
+                          "build --target arm64/armv7 for int8; the x86 twin is built automatically for checks")
+    if PRECISIONS[precision].needs_calibration and data.calibration is None:
+        raise ConfigError(f"--quant {precision.value} needs calibration data",
+                          "pass --calib (an image folder or .npz) or [data].calibration in edgekit.toml")
+    quant = QuantConfig(**{f.name: m[f.name] for f in fields(QuantConfig) if f.name in m})
+    if quant.algo not in CALIBRATION_ALGOS:
+        raise ConfigError(f"calibration algorithm {quant.algo!r} is unknown", f"use one of {', '.join(CALIBRATION_ALGOS)}")
+    if quant.batch_size < 1 or quant.batch_nums < 1:
+        raise ConfigError("calibration batch_size and batch_nums must be >= 1", "fix [quantize] or --calib-batch-size")
+    gates = ParityGates(**{f.name: m[f.name] for f in fields(ParityGates) if f.name in m})
+    try:
+        timeout = float(m.get("tool_timeout", 600.0))
+    except ValueError as exc:
+        raise ConfigError(f"tool timeout {m.get('tool_timeout')!r} is not a number", "give seconds") from exc
+    return BuildConfig(model=model, data=data, target=target, precision=precision, quant=quant, gates=gates,
+                       out_dir=Path(m.get("out_dir") or "build"), tool_timeout=timeout, config_file=config_file)
+
+
+def _default_name(m: dict) -> str:
+    if m.get("factory"):
+        return m["factory"].split(":")[1].lower()
+    path = Path(m["model_file"])
+    return (path.name if path.is_dir() else path.parent.name if path.stem in ("model", "inference", "__model__") else path.stem) or "model"
+
+
+def with_overrides(config: BuildConfig, **changes: Any) -> BuildConfig:
+    return replace(config, **changes)

@@ -1,0 +1,235 @@
+"""Calibration / evaluation samples: image folders with a preprocessing spec, or tensors.
+
+The preprocessing spec is the single definition of how pixels become the model's
+input. The host uses it here, it is written into every bundle as
+`preprocess.json`, and the apps implement exactly these steps, in this order:
+decode -> colour -> resize -> centre crop -> scale -> (x - mean) / std -> layout.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .errors import DataError
+
+log = logging.getLogger(__name__)
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
+COLORS = ("rgb", "bgr", "gray")
+LAYOUTS = ("NCHW", "NHWC")
+INTERPOLATIONS = ("linear", "nearest", "area")
+
+
+@dataclass(frozen=True)
+class PreprocessSpec:
+    color: str = "rgb"
+    resize: tuple[int, int] | None = None      # (height, width) after decoding
+    crop: tuple[int, int] | None = None        # centre crop (height, width) after resizing
+    interpolation: str = "linear"
+    scale: float = 1.0 / 255.0
+    mean: tuple[float, ...] = (0.0,)
+    std: tuple[float, ...] = (1.0,)
+    layout: str = "NCHW"
+
+    def __post_init__(self) -> None:
+        if self.color not in COLORS:
+            raise DataError(f"preprocess.color is {self.color!r}", f"use one of {', '.join(COLORS)}")
+        if self.layout not in LAYOUTS:
+            raise DataError(f"preprocess.layout is {self.layout!r}", f"use one of {', '.join(LAYOUTS)}")
+        if self.interpolation not in INTERPOLATIONS:
+            raise DataError(f"preprocess.interpolation is {self.interpolation!r}", f"use one of {', '.join(INTERPOLATIONS)}")
+        channels = 1 if self.color == "gray" else 3
+        for key in ("mean", "std"):
+            values = getattr(self, key)
+            if len(values) not in (1, channels):
+                raise DataError(f"preprocess.{key} has {len(values)} values for {channels} channel(s)",
+                                f"give 1 or {channels} values")
+        if any(s == 0 for s in self.std):
+            raise DataError("preprocess.std contains 0", "std values divide the input: use non-zero values")
+
+    @property
+    def channels(self) -> int:
+        return 1 if self.color == "gray" else 3
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping) -> "PreprocessSpec":
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = set(raw) - known
+        if unknown:
+            raise DataError(f"unknown preprocess key(s): {', '.join(sorted(unknown))}", f"known keys: {', '.join(sorted(known))}")
+        values = dict(raw)
+        for key in ("resize", "crop"):
+            if values.get(key) is not None:
+                values[key] = tuple(int(v) for v in values[key])
+        for key in ("mean", "std"):
+            if key in values:
+                values[key] = tuple(float(v) for v in values[key])
+        return cls(**values)
+
+    def to_json(self) -> dict:
+        record = asdict(self)
+        record["order"] = ["decode", "color", "resize", "crop", "scale", "normalize", "layout"]
+        return record
+
+    def apply(self, image: np.ndarray) -> np.ndarray:
+        """Turn one decoded BGR/gray uint8 image (HxW or HxWxC) into a CHW or HWC float32 tensor."""
+        import cv2
+
+        interp = {"linear": cv2.INTER_LINEAR, "nearest": cv2.INTER_NEAREST, "area": cv2.INTER_AREA}[self.interpolation]
+        if image.ndim == 2:
+            image = image[:, :, None]
+        if self.color == "gray":
+            image = image if image.shape[2] == 1 else cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)[:, :, None]
+        else:
+            if image.shape[2] == 1:
+                image = np.repeat(image, 3, axis=2)
+            if self.color == "rgb":
+                image = image[:, :, ::-1]
+        if self.resize is not None:
+            h, w = self.resize
+            image = cv2.resize(np.ascontiguousarray(image), (w, h), interpolation=interp)
+            if image.ndim == 2:
+                image = image[:, :, None]
+        if self.crop is not None:
+            ch, cw = self.crop
+            h, w = image.shape[:2]
+            if ch > h or cw > w:
+                raise DataError(f"crop {ch}x{cw} is larger than the resized image {h}x{w}", "make preprocess.crop <= preprocess.resize")
+            top, left = (h - ch) // 2, (w - cw) // 2
+            image = image[top:top + ch, left:left + cw]
+        x = image.astype(np.float32) * np.float32(self.scale)
+        x = (x - np.asarray(self.mean, np.float32)) / np.asarray(self.std, np.float32)
+        if self.layout == "NCHW":
+            x = x.transpose(2, 0, 1)
+        return np.ascontiguousarray(x, dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class Samples:
+    """A batch of model inputs keyed by feed name, optionally with integer labels."""
+
+    inputs: Mapping[str, np.ndarray]
+    labels: np.ndarray | None = None
+    files: tuple[str, ...] = field(default_factory=tuple)
+    source: str = ""
+
+    def __len__(self) -> int:
+        return len(next(iter(self.inputs.values())))
+
+    def head(self, n: int) -> "Samples":
+        return Samples({k: v[:n] for k, v in self.inputs.items()},
+                       None if self.labels is None else self.labels[:n], self.files[:n], self.source)
+
+
+def read_labels(path: Path) -> list[str]:
+    try:
+        names = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except OSError as exc:
+        raise DataError(f"cannot read labels file {path}: {exc.strerror}", "give a text file with one class name per line") from exc
+    if not names:
+        raise DataError(f"labels file {path} is empty", "give a text file with one class name per line")
+    return names
+
+
+def _image_files(folder: Path) -> list[tuple[Path, str | None]]:
+    """All images below `folder`: (path, class folder name or None), sorted for reproducibility."""
+    found = []
+    for path in sorted(folder.rglob("*")):
+        if path.suffix.lower() in IMAGE_SUFFIXES and path.is_file():
+            rel = path.relative_to(folder)
+            found.append((path, rel.parts[0] if len(rel.parts) > 1 else None))
+    return found
+
+
+def load_images(folder: Path, spec: PreprocessSpec, feed_name: str, labels: Sequence[str] | None = None) -> Samples:
+    import cv2
+
+    if not folder.is_dir():
+        raise DataError(f"data folder {folder} does not exist", "pass an existing folder of images or a .npz file")
+    files = _image_files(folder)
+    if not files:
+        raise DataError(f"data folder {folder} holds no images ({', '.join(IMAGE_SUFFIXES)})",
+                        "put images in it (class sub-folders give labels) or pass a .npz file")
+    tensors, label_ids = [], []
+    index = {name: i for i, name in enumerate(labels)} if labels else None
+    for path, klass in files:
+        image = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+        if image is None:
+            raise DataError(f"cannot decode image {path}", "remove or replace the file")
+        if image.ndim == 3 and image.shape[2] == 4:
+            image = cv2.cvtColor(image, cv2.COLOR_BGRA2BGR)
+        if image.dtype != np.uint8:
+            raise DataError(f"image {path} is {image.dtype}, not 8-bit", "convert the images to 8-bit")
+        tensors.append(spec.apply(image))
+        if index is not None and klass is not None:
+            if klass not in index:
+                raise DataError(f"class folder {klass!r} of {path} is not in the labels file",
+                                "add it to the labels file or rename the folder")
+            label_ids.append(index[klass])
+    has_labels = index is not None and len(label_ids) == len(files)
+    return Samples(
+        {feed_name: np.stack(tensors)},
+        np.asarray(label_ids, np.int64) if has_labels else None,
+        tuple(str(p.relative_to(folder)) for p, _ in files),
+        str(folder),
+    )
+
+
+def load_tensors(path: Path, feed_names: Sequence[str]) -> Samples:
+    """A `.npy` (one input) or `.npz` (arrays named after the feeds, optional `labels`)."""
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise DataError(f"cannot read tensors from {path}: {exc}", "give a .npy or .npz written by numpy") from exc
+    if isinstance(loaded, np.ndarray):
+        if len(feed_names) != 1:
+            raise DataError(f"{path} holds one array but the model has {len(feed_names)} inputs",
+                            f"use a .npz with arrays named {', '.join(feed_names)}")
+        return Samples({feed_names[0]: loaded.astype(np.float32)}, None, (), str(path))
+    with loaded:
+        keys = set(loaded.files)
+        if len(feed_names) == 1 and feed_names[0] not in keys and len(keys - {"labels"}) == 1:
+            inputs = {feed_names[0]: loaded[(keys - {"labels"}).pop()]}
+        else:
+            missing = [n for n in feed_names if n not in keys]
+            if missing:
+                raise DataError(f"{path} has no array for input(s) {', '.join(missing)} (it has {', '.join(sorted(keys))})",
+                                "name the arrays after the model's inputs")
+            inputs = {n: loaded[n] for n in feed_names}
+        labels = loaded["labels"].astype(np.int64) if "labels" in keys else None
+    sizes = {len(v) for v in inputs.values()}
+    if len(sizes) != 1 or (labels is not None and len(labels) not in sizes):
+        raise DataError(f"{path}: arrays have different sample counts", "give every array the same first dimension")
+    return Samples(inputs, labels, (), str(path))
+
+
+def load_samples(path: Path, feed_names: Sequence[str], spec: PreprocessSpec | None,
+                 labels: Sequence[str] | None) -> Samples:
+    if path.suffix in (".npy", ".npz"):
+        if not path.is_file():
+            raise DataError(f"tensor file {path} does not exist", "check the path")
+        samples = load_tensors(path, feed_names)
+    else:
+        if spec is None:
+            raise DataError(f"{path} is an image folder but no preprocessing is configured",
+                            "add a [preprocess] table to edgekit.toml (color, resize, mean, std, layout)")
+        if len(feed_names) != 1:
+            raise DataError("image folders feed single-input models only", "use a .npz with one array per input")
+        samples = load_images(path, spec, feed_names[0], labels)
+    if len(samples) == 0:
+        raise DataError(f"{path} holds no samples", "give at least one sample")
+    for name, arr in samples.inputs.items():
+        if not np.isfinite(arr).all():
+            raise DataError(f"input {name!r} from {path} contains NaN or Inf", "clean the data")
+    return samples
+
+
+def write_preprocess(path: Path, spec: PreprocessSpec | None, feed_names: Sequence[str]) -> None:
+    payload = {"inputs": list(feed_names), "preprocess": spec.to_json() if spec else None}
+    path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -1,0 +1,82 @@
+"""One error hierarchy for every stage.
+
+Each error carries a one-line message saying what failed and why, and a `hint`
+saying what to do next. The CLI prints `error: <message>` and `  fix: <hint>` and
+exits with the error's `exit_code`; tracebacks only with EDGEKIT_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+
+class EdgekitError(Exception):
+    """Base class: a failure the user can act on."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(EdgekitError):
+    """Flags, edgekit.toml or environment values that cannot be used."""
+
+    exit_code = 2
+
+
+class InputModelError(EdgekitError):
+    """The model files are missing, corrupt, in the wrong format or mismatched."""
+
+    exit_code = 3
+
+
+class DataError(EdgekitError):
+    """Calibration or evaluation data that cannot be read or used."""
+
+    exit_code = 4
+
+
+class ExportError(EdgekitError):
+    """Exporting the dynamic-graph model to a static program failed."""
+
+    exit_code = 5
+
+
+class QuantizeError(EdgekitError):
+    """Post-training quantisation failed."""
+
+    exit_code = 6
+
+
+class UnsupportedOpsError(EdgekitError):
+    """The program holds ops that Paddle-Lite cannot run on the target."""
+
+    exit_code = 7
+
+
+class ConversionError(EdgekitError):
+    """paddle_lite_opt failed or crashed."""
+
+    exit_code = 8
+
+
+class ParityError(EdgekitError):
+    """A parity gate was violated: the converted model disagrees with the reference."""
+
+    exit_code = 9
+
+
+class BundleError(EdgekitError):
+    """A bundle is missing, incomplete, or its checksums do not verify."""
+
+    exit_code = 10
+
+
+class ToolError(EdgekitError):
+    """An external process failed, timed out or died from a signal."""
+
+    exit_code = 11

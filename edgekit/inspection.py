@@ -1,0 +1,80 @@
+"""`edgekit inspect` and `edgekit parity BUNDLE`: look at what a build produced."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from . import bundle as bundle_mod
+from . import parity
+from .errors import BundleError, InputModelError
+
+
+def describe_nb(path: Path) -> dict:
+    from .lite import nb_ops, read_header
+
+    header = read_header(path)
+    ops = nb_ops(path)
+    counts: dict[str, int] = {}
+    for op in ops:
+        counts[op] = counts.get(op, 0) + 1
+    text = [
+        f"{path}: {header.file_bytes / 1024:.1f} KiB (graph {header.program_bytes / 1024:.1f} KiB, "
+        f"weights {header.params_bytes / 1024:.1f} KiB)",
+        f"  opt version {header.opt_version}, naive_buffer format {header.format_version}",
+        f"  {len(ops)} ops: " + ", ".join(f"{k}×{v}" for k, v in sorted(counts.items())),
+    ]
+    return {"file": str(path), "bytes": header.file_bytes, "program_bytes": header.program_bytes,
+            "params_bytes": header.params_bytes, "opt_version": header.opt_version, "ops": counts, "text": text}
+
+
+def describe(path: Path) -> dict:
+    if path.is_file():
+        return describe_nb(path)
+    if not path.is_dir():
+        raise InputModelError(f"{path} does not exist", "pass a .nb file or a bundle folder")
+    bundle = bundle_mod.load(path)
+    info = describe_nb(bundle.nb_file)
+    m = bundle.manifest
+    problems = bundle_mod.verify(bundle)
+    ptext = m["parity"]
+    text = [
+        f"bundle {path}",
+        f"  model {m['model']['name']}: {m['model']['target']} ({m['model']['abi']}) {m['model']['precision']}, "
+        f"built {m['created_utc']}",
+        *info["text"],
+        "  inputs: " + ", ".join(f"{i['name']} {i['shape']} {i['dtype']}" for i in m["model"]["inputs"]),
+        "  outputs: " + ", ".join(m["model"]["outputs"]),
+        "  versions: " + ", ".join(f"{k} {m['versions'].get(k)}" for k in ("paddlepaddle", "paddleslim", "paddlelite", "opt", "python")),
+        f"  parity: {'passed' if ptext['passed'] else 'FAILED'} on {ptext['samples']} samples"
+        + ("; " + ", ".join(f"{k} {v:.2f} %" for k, v in ptext["accuracy"].items()) if ptext["accuracy"] else ""),
+        f"  host twin: {m['host_twin']['file']} ({m['host_twin']['bytes'] / 1024:.1f} KiB)",
+        f"  checksums: {'all ' + str(len(m['files'])) + ' files verify' if not problems else '; '.join(problems)}",
+    ]
+    return {"bundle": str(path), "nb": info, "manifest": m, "problems": problems, "text": text}
+
+
+def replay_golden(path: Path) -> tuple[list[str], bool]:
+    """Run the golden inputs through the bundle's x86 twin and apply the FP32 gates from the manifest."""
+    from .lite.runtime import LiteRunner
+
+    bundle = bundle_mod.load(path)
+    problems = bundle_mod.verify(bundle)
+    if problems:
+        raise BundleError(f"bundle {path} does not verify: {problems[0]}", "rebuild it with `edgekit build`")
+    m = bundle.manifest
+    golden = m["golden"]
+    feeds = {i["name"]: np.load(path / i["file"]) for i in golden["inputs"]}
+    reference = [np.load(path / o["file"]) for o in golden["outputs"]]
+    names = [o["name"] for o in golden["outputs"]]
+    twin = LiteRunner(path / m["host_twin"]["file"], list(feeds)).run(feeds, golden["count"])
+    gates = m["config"]["gates"]
+    lines = [f"replaying {golden['count']} golden samples on {m['host_twin']['file']}"]
+    ok = True
+    for s in parity.compare(reference, twin, names):
+        for check in (parity.Check("A", "x86 twin .nb vs golden", "max_abs", s.max_abs, gates["twin_max_abs"], False, s.output),
+                      parity.Check("A", "x86 twin .nb vs golden", "cosine", s.cosine, gates["twin_min_cosine"], True, s.output)):
+            lines.append(check.line())
+            ok = ok and check.passed
+    return lines, ok

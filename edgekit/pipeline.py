@@ -1,0 +1,304 @@
+"""`edgekit build`: chain the stages. Each stage is one call; this module only orders them.
+
+source -> export (StaticModel, checked) -> quantize (QuantizedModel) -> lite (.nb +
+x86 twin) -> parity (ParityReport, gates) -> package (Bundle, atomic).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+import numpy as np
+
+from . import bundle as bundle_mod
+from . import parity, versions
+from .artifacts import LiteModel, QuantizedModel, StaticModel, sha256_file
+from .config import BuildConfig
+from .data import Samples, load_samples, read_labels, write_preprocess
+from .errors import ConfigError, UnsupportedOpsError
+from .tables import TARGETS, Precision, Target
+
+log = logging.getLogger(__name__)
+
+STAGES = ("export", "data", "coverage", "quantize", "lite", "twin", "parity", "package")
+Progress = Callable[[str, str], None]   # (stage, "start" | "done")
+
+
+@dataclass
+class BuildResult:
+    bundle: bundle_mod.Bundle
+    report: parity.ParityReport
+    timings: dict = field(default_factory=dict)
+
+
+@dataclass
+class _Run:
+    cfg: BuildConfig
+    work: Path
+    progress: Progress
+    timings: dict = field(default_factory=dict)
+    commands: list = field(default_factory=list)
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        assert name in STAGES, name   # internal invariant, not user input
+        self.progress(name, "start")
+        start = time.monotonic()
+        yield
+        self.timings[name] = round(time.monotonic() - start, 3)
+        self.progress(name, "done")
+
+
+def _synthetic(model: StaticModel, count: int) -> Samples:
+    rng = np.random.default_rng(0)
+    inputs = {}
+    for spec in model.feeds:
+        shape = spec.concrete(count)
+        inputs[spec.name] = rng.standard_normal(shape).astype(spec.dtype) if spec.dtype.startswith("float") \
+            else rng.integers(0, 2, shape).astype(spec.dtype)
+    return Samples(inputs, None, (), "synthetic N(0,1), seed 0")
+
+
+def _check_shapes(model: StaticModel, samples: Samples, what: str) -> None:
+    from .errors import DataError
+
+    for spec in model.feeds:
+        arr = samples.inputs[spec.name]
+        want = spec.shape
+        if arr.ndim != len(want) or any(w != -1 and w != g for w, g in zip(want[1:], arr.shape[1:])):
+            raise DataError(f"{what} input {spec.name!r} has per-sample shape {list(arr.shape[1:])}, the model wants {list(want[1:])}",
+                            "fix the preprocessing resize/crop/layout or the tensor file")
+
+
+def _data_digest(samples: Samples) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in sorted(samples.inputs):
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(samples.inputs[name]).tobytes())
+    return digest.hexdigest()
+
+
+def build(cfg: BuildConfig, progress: Progress = lambda stage, state: None) -> BuildResult:
+    from . import export as export_stage
+
+    cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    # staging beside the destination so the final rename is atomic (same filesystem)
+    work = Path(tempfile.mkdtemp(prefix=".edgekit-staging-", dir=cfg.out_dir))
+    try:
+        return _build(cfg, _Run(cfg, work, progress), export_stage)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
+    from . import lite as lite_stage
+    from .lite.rewrite import flatten_to_reshape
+    from .lite.runtime import LiteRunner
+
+    labels = read_labels(cfg.data.labels) if cfg.data.labels else None
+    staging = run.work / "bundle"
+    staging.mkdir()
+
+    with run.stage("export"):
+        (run.work / "export").mkdir()
+        if cfg.model.factory:
+            # the export check needs inputs: evaluation data when given, else seeded random tensors
+            probe = StaticModel(Path(), None, cfg.model.inputs, (), "dygraph")
+            probe_samples = _load(cfg, probe, cfg.data.evaluation, labels) if cfg.data.evaluation else _synthetic(probe, 4)
+            static = export_stage.export_dygraph(cfg.model, run.work / "export", dict(probe_samples.head(8).inputs))
+        else:
+            static = export_stage.load_inference(cfg.model, run.work / "export")
+
+    with run.stage("data"):
+        evaluation = _load(cfg, static, cfg.data.evaluation, labels) if cfg.data.evaluation else None
+        calibration = _load(cfg, static, cfg.data.calibration, labels) if cfg.data.calibration else None
+        evaluation = evaluation or calibration or _synthetic(static, 16)
+        evaluation = evaluation.head(cfg.gates.max_samples)
+        if static.origin == "inference":
+            static = export_stage.cross_check(static, dict(evaluation.head(8).inputs))
+
+    target_info = TARGETS[cfg.target]
+    with run.stage("coverage"):
+        _coverage(static, target_info.opt_places, cfg, "target " + cfg.target.value)
+        if target_info.opt_places != "x86":
+            _coverage(static, "x86", cfg, "the x86 twin (host parity)")
+
+    quantized: QuantizedModel | None = None
+    if cfg.precision is Precision.int8:
+        from .quantize import quantize_int8
+
+        with run.stage("quantize"):
+            (run.work / "quant").mkdir()
+            quantized = quantize_int8(static, calibration, cfg.quant, run.work / "quant")
+            _coverage(quantized.model, target_info.opt_places, cfg, f"the quantised model on {cfg.target.value}")
+
+    with run.stage("lite"):
+        device_input = quantized.model if quantized else static
+        rewrites: tuple[dict, ...] = ()
+        if target_info.opt_places == "x86":
+            device_input, info = flatten_to_reshape(device_input, run.work / "rewrite-target", dict(evaluation.head(4).inputs))
+            rewrites = (info,) if info else ()
+        device = lite_stage.convert(device_input, target_info.opt_places, staging / "model.nb", timeout=cfg.tool_timeout,
+                                    target=cfg.target.value, precision=cfg.precision.value, rewrites=rewrites)
+
+    with run.stage("twin"):
+        if target_info.opt_places == "x86" and not quantized:
+            twin = device
+            twin_file = staging / "model.nb"
+        else:
+            (staging / "host").mkdir()
+            twin_input, info = flatten_to_reshape(static, run.work / "rewrite-twin", dict(evaluation.head(4).inputs))
+            twin = lite_stage.convert(twin_input, "x86", staging / "host" / "model_x86.nb", timeout=cfg.tool_timeout,
+                                      target="x86", precision="fp32", rewrites=(info,) if info else ())
+            twin_file = twin.nb_file
+
+    with run.stage("parity"):
+        report = _parity(cfg, static, quantized, twin_file, evaluation, LiteRunner)
+        report.raise_if_failed()      # no bundle for a model that failed its gates
+
+    with run.stage("package"):
+        golden_n = min(cfg.gates.golden_count, len(evaluation))
+        golden_in = evaluation.head(golden_n)
+        ref_golden = export_stage.StaticRunner(static).run(golden_in.inputs)
+        golden = bundle_mod.write_golden(staging / "golden", golden_in.inputs, ref_golden, static.fetches,
+                                         _golden_tolerances(cfg, report, ref_golden), golden_in.labels)
+        write_preprocess(staging / "preprocess.json", cfg.data.preprocess, static.feed_names)
+        if cfg.data.labels:
+            shutil.copyfile(cfg.data.labels, staging / "labels.txt")
+        (staging / "parity.txt").write_text("\n".join(report.lines()) + "\n", encoding="utf-8")
+        manifest = _manifest(cfg, run, static, quantized, device, twin, report, evaluation, calibration, golden)
+        result_bundle = bundle_mod.finalize(staging, cfg.bundle_dir, manifest)
+    return BuildResult(result_bundle, report, dict(run.timings))
+
+
+def _load(cfg: BuildConfig, model: StaticModel, path: Path, labels) -> Samples:
+    samples = load_samples(path, model.feed_names, cfg.data.preprocess, labels)
+    _check_shapes(model, samples, str(path))
+    return samples
+
+
+def _coverage(model: StaticModel, places: str, cfg: BuildConfig, what: str) -> None:
+    from .lite import supported_ops, unsupported_ops
+
+    missing = unsupported_ops(model, supported_ops(places, timeout=cfg.tool_timeout))
+    if missing:
+        listing = "; ".join(m.describe() for m in missing[:6]) + (f"; ... {len(missing) - 6} more" if len(missing) > 6 else "")
+        kinds = sorted({m.op_type for m in missing})
+        raise UnsupportedOpsError(f"Paddle-Lite 2.13rc0 has no kernel for {', '.join(kinds)} on {what}: {listing}",
+                                  "replace those layers with supported ops (see `paddle_lite_opt --print_supported_ops`), "
+                                  "or pick another --target")
+
+
+def _parity(cfg: BuildConfig, static: StaticModel, quantized: QuantizedModel | None, twin_file: Path,
+            evaluation: Samples, lite_runner) -> parity.ParityReport:
+    from .export import StaticRunner
+
+    gates = cfg.gates
+    report = parity.ParityReport(samples=len(evaluation))
+    reference = StaticRunner(static).run(evaluation.inputs)
+    for name, arr in zip(static.fetches, reference):
+        if not np.isfinite(arr).all():
+            raise parity.ParityError(f"the FP32 reference output {name!r} contains NaN or Inf",
+                                     "the model itself is numerically broken on this data: check weights and preprocessing")
+    if static.check:
+        report.notes.append(f"reference engine checked: {static.check['engine']}, max abs {static.check['max_abs']:.3g} "
+                            f"on {static.check['samples']} samples")
+    twin = lite_runner(twin_file, static.feed_names).run(evaluation.inputs, len(evaluation))
+    stats = parity.compare(reference, twin, static.fetches)
+    report.outputs["A"] = [s.__dict__ for s in stats]
+    for s in stats:
+        report.checks.append(parity.Check("A", "x86 twin .nb vs reference", "max_abs", s.max_abs, gates.twin_max_abs, False, s.output))
+        report.checks.append(parity.Check("A", "x86 twin .nb vs reference", "cosine", s.cosine, gates.twin_min_cosine, True, s.output))
+    labels = evaluation.labels
+    if labels is not None:
+        report.accuracy["fp32 reference"] = parity.top1(reference[0], labels)
+        report.accuracy["x86 twin .nb"] = parity.top1(twin[0], labels)
+    if quantized is not None:
+        simulated = StaticRunner(quantized.model).run(evaluation.inputs)
+        qstats = parity.compare(reference, simulated, static.fetches)
+        report.outputs["B"] = [s.__dict__ for s in qstats]
+        if labels is not None:
+            report.accuracy["int8 simulated"] = parity.top1(simulated[0], labels)
+            drop = report.accuracy["fp32 reference"] - report.accuracy["int8 simulated"]
+            report.checks.append(parity.Check("B", "int8 (PaddleSlim simulation) vs fp32", "top1_drop_points", drop,
+                                              gates.int8_max_top1_drop, False, static.fetches[0]))
+        else:
+            for s in qstats:
+                report.checks.append(parity.Check("B", "int8 (PaddleSlim simulation) vs reference", "cosine", s.cosine,
+                                                  gates.int8_min_cosine, True, s.output))
+        report.notes.append("tier A covers the FP32 graph through Paddle-Lite's x86 kernels; tier B covers INT8 "
+                            "accuracy through PaddleSlim's fake-quant simulation. Paddle-Lite INT8 kernels run only on "
+                            "ARM: the ARM .nb itself is checked on devices with the bundle's golden vectors.")
+    else:
+        report.notes.append("tier A covers the FP32 graph through Paddle-Lite's x86 kernels; the ARM .nb's own kernels "
+                            "are checked on devices with the bundle's golden vectors.")
+    if labels is None:
+        report.notes.append("no labels: no task metric, only output agreement")
+    return report
+
+
+def _golden_tolerances(cfg: BuildConfig, report: parity.ParityReport, reference) -> dict:
+    scale = max(float(np.max(np.abs(r))) if r.size else 0.0 for r in reference)
+    if cfg.precision is Precision.int8:
+        measured = min((s["cosine"] for s in report.outputs.get("B", [])), default=1.0)
+        return {"min_cosine": round(min(cfg.gates.int8_min_cosine, measured - 0.01), 6), "max_abs": None,
+                "basis": "int8 on device vs fp32 reference: cosine limit from the host simulation minus 0.01"}
+    return {"min_cosine": 0.9999, "max_abs": round(1e-3 * max(1.0, scale), 8),
+            "basis": "fp32 ARM kernels vs fp32 reference: 1e-3 of the output scale"}
+
+
+def _manifest(cfg, run: _Run, static: StaticModel, quantized, device: LiteModel, twin: LiteModel,
+              report: parity.ParityReport, evaluation: Samples, calibration: Samples | None, golden: dict) -> dict:
+    from .lite import read_header
+
+    header = read_header(device.nb_file)
+    twin_header = read_header(twin.nb_file)
+    source_files = {}
+    for key in ("weights", "model_file", "params_file"):
+        path = getattr(cfg.model, key)
+        if path is not None and Path(path).is_file():
+            source_files[key] = {"path": str(path), "sha256": sha256_file(Path(path))}
+    manifest = {
+        "created_utc": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "model": {
+            "name": cfg.model.name, "file": "model.nb", "target": cfg.target.value, "abi": TARGETS[cfg.target].abi,
+            "precision": cfg.precision.value, "opt_version": header.opt_version, "nb_format": header.format_version,
+            "bytes": header.file_bytes, "program_bytes": header.program_bytes, "params_bytes": header.params_bytes,
+            "inputs": [{"name": f.name, "shape": list(f.shape), "dtype": f.dtype} for f in static.feeds],
+            "outputs": list(static.fetches), "source_ops": list(static.op_types), "origin": static.origin,
+        },
+        "host_twin": {"file": str(twin.nb_file.relative_to(device.nb_file.parent)), "target": "x86", "precision": "fp32",
+                      "bytes": twin_header.file_bytes, "rewrites": list(twin.rewrites)},
+        "source": source_files,
+        "versions": dict(versions.collect(), opt=device.opt_version),
+        "config": cfg.to_json(),
+        "commands": [list(device.argv), list(twin.argv)],
+        "stages_seconds": dict(run.timings),
+        "data": {
+            "evaluation": {"source": evaluation.source, "samples": len(evaluation), "sha256": _data_digest(evaluation),
+                           "labels": evaluation.labels is not None},
+            "calibration": None if calibration is None else {
+                "source": calibration.source, "samples_used": quantized.calibration_samples if quantized else 0,
+                "sha256": _data_digest(calibration)},
+        },
+        "parity": report.to_json(),
+        "golden": golden,
+    }
+    if quantized is not None:
+        from .quantize import count_quantized_ops
+
+        manifest["quantization"] = {"tool": "paddleslim.quant.quant_post_static", "algo": quantized.algo,
+                                    "calibration_samples": quantized.calibration_samples,
+                                    "seconds": round(quantized.seconds, 3), "ops": count_quantized_ops(quantized.model),
+                                    "settings": cfg.to_json()["quant"]}
+    return manifest

@@ -1,0 +1,136 @@
+"""Export a dynamic-graph model (`package.module:factory`) to a legacy static program."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from edgekit.artifacts import StaticModel
+from edgekit.config import ModelConfig
+from edgekit.errors import ExportError, InputModelError
+
+from . import program as prog
+from .runner import StaticRunner
+
+log = logging.getLogger(__name__)
+
+EXPORT_MAX_ABS = 1e-4
+
+
+def load_factory(spec: str):
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InputModelError(f"cannot import {module_name!r} for model factory {spec!r}: {exc}",
+                              "make the module importable (install it or add its folder to PYTHONPATH)") from exc
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise InputModelError(f"{module_name} has no callable {attr!r}", "name a function or class that returns a paddle.nn.Layer")
+    return factory
+
+
+def build_layer(cfg: ModelConfig):
+    import paddle
+
+    layer = load_factory(cfg.factory)()
+    if not isinstance(layer, paddle.nn.Layer):
+        raise InputModelError(f"{cfg.factory} returned {type(layer).__name__}, not a paddle.nn.Layer",
+                              "make the factory return the model instance")
+    if cfg.weights is not None:
+        if not cfg.weights.is_file():
+            raise InputModelError(f"weights file {cfg.weights} does not exist", "check the --weights path")
+        try:
+            state = paddle.load(str(cfg.weights))
+        except Exception as exc:
+            raise InputModelError(f"cannot read weights {cfg.weights} ({type(exc).__name__})", "pass a .pdparams written by paddle.save") from exc
+        if not isinstance(state, dict):
+            raise InputModelError(f"weights {cfg.weights} hold no state dict", "save model.state_dict() with paddle.save")
+        expected = layer.state_dict()
+        missing = sorted(set(expected) - set(state))
+        unexpected = sorted(set(state) - set(expected))
+        if missing or unexpected:
+            raise InputModelError(
+                f"weights {cfg.weights} do not fit {cfg.factory}: missing {missing[:3]}, unexpected {unexpected[:3]}",
+                "load the weights saved from this model class")
+        bad = [k for k in expected if tuple(expected[k].shape) != tuple(state[k].shape)]
+        if bad:
+            raise InputModelError(f"weights {cfg.weights}: shape mismatch for {bad[:3]}", "load the weights saved from this model class")
+        layer.set_state_dict(state)
+    layer.eval()
+    return layer
+
+
+def _user_frame(callstack: list[str]) -> str:
+    """The innermost frame of the op's creation stack that is not Paddle's own code."""
+    frames = [line.strip() for line in callstack if line.strip().startswith("File ")]
+    pairs = list(zip(callstack, callstack[1:]))
+    for line, code in reversed(pairs):
+        text = line.strip()
+        if text.startswith("File ") and "site-packages/paddle" not in text and "/paddle/" not in text and "dy2static" not in text:
+            where = text.replace("File ", "").replace('"', "")
+            return f"{where}: {code.strip()}"
+    return frames[-1] if frames else ""
+
+
+def _sources(program) -> dict:
+    """Map each op's output variable to the user source line that created the op."""
+    found = {}
+    for block in program.blocks:
+        for op in block.ops:
+            if not op.has_attr("op_callstack"):
+                continue
+            where = _user_frame(list(op.attr("op_callstack")))
+            if where:
+                for name in op.output_arg_names:
+                    found[name] = {"op": op.type, "source": where}
+    return found
+
+
+def export_dygraph(cfg: ModelConfig, out_dir: Path, samples: dict[str, np.ndarray]) -> StaticModel:
+    """to_static + jit.save, then check the saved program against the dynamic model on `samples`."""
+    import paddle
+    from paddle.static import InputSpec as PaddleSpec
+
+    paddle.disable_static()
+    layer = build_layer(cfg)
+    specs = [PaddleSpec(list(i.shape), i.dtype, i.name) for i in cfg.inputs]
+    prefix = out_dir / "model"
+    try:
+        # unique_name.guard: variable names (conv2d_0.w_0 ...) do not depend on what ran before,
+        # so the same model always exports to the same bytes
+        with paddle.utils.unique_name.guard():
+            static_layer = paddle.jit.to_static(layer, input_spec=specs, full_graph=True)
+            paddle.jit.save(static_layer, str(prefix))
+            sources = _sources(static_layer.forward.concrete_program.main_program)
+    except Exception as exc:
+        raise ExportError(f"paddle.jit.to_static failed for {cfg.factory}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
+                          "make forward() traceable (no Python-side data-dependent control flow) or export it yourself and pass the .pdmodel") from exc
+    for extra in out_dir.glob("model.pdiparams.info"):
+        extra.unlink()
+    with paddle.no_grad():
+        dyn = layer(*[paddle.to_tensor(samples[i.name]) for i in cfg.inputs])
+    dyn_outs = [t.numpy() for t in (dyn if isinstance(dyn, (list, tuple)) else [dyn])]
+    program = prog.parse_program(prefix.with_suffix(".pdmodel"))
+    feeds, fetches = prog.feeds_and_fetches(program)
+    if [f[0] for f in feeds] != [i.name for i in cfg.inputs]:
+        raise ExportError(f"exported feeds {[f[0] for f in feeds]} differ from the input specs {[i.name for i in cfg.inputs]}",
+                          "name the InputSpecs after forward()'s arguments, in order")
+    model = StaticModel(prefix.with_suffix(".pdmodel"), prefix.with_suffix(".pdiparams"), cfg.inputs, tuple(fetches),
+                        "dygraph", prog.op_types(program), sources)
+    static_outs = StaticRunner(model).run(samples)
+    if len(dyn_outs) != len(static_outs):
+        raise ExportError(f"the dynamic model returns {len(dyn_outs)} outputs, the exported program {len(static_outs)}",
+                          "return a tensor or a flat tuple of tensors from forward()")
+    worst = max(float(np.max(np.abs(a.astype(np.float64) - b))) if a.size else 0.0 for a, b in zip(dyn_outs, static_outs))
+    if not np.isfinite(worst) or worst > EXPORT_MAX_ABS:
+        raise ExportError(f"the exported program differs from the dynamic model by {worst:.3g} (limit {EXPORT_MAX_ABS:g})",
+                          "check for layers that behave differently in eval mode or when traced")
+    log.info("export check: static vs dynamic max abs %.3g on %d samples", worst, len(next(iter(samples.values()))))
+    return StaticModel(model.model_file, model.params_file, model.feeds, model.fetches, "dygraph", model.op_types, sources,
+                       {"engine": "paddle.static.Executor vs dynamic graph", "max_abs": worst,
+                        "samples": int(len(next(iter(samples.values())))), "python": sys.version.split()[0]})

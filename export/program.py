@@ -1,0 +1,106 @@
+"""Reading legacy ProgramDesc files: layout detection, feeds, fetches, op listing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from edgekit.errors import InputModelError
+
+MODEL_NAMES = ("__model__", "model", "inference.pdmodel", "model.pdmodel")
+PARAM_NAMES = ("__params__", "params", "inference.pdiparams", "model.pdiparams")
+
+
+def is_pir_json(path: Path) -> bool:
+    """Paddle 3 saves PIR programs as JSON; the legacy ProgramDesc is binary protobuf."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(256).lstrip()
+    except OSError:
+        return False
+    if not head.startswith(b"{"):
+        return False
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return True
+
+
+PIR_HINT = ("re-export with Paddle 2.6 (paddle.jit.save writes .pdmodel), or on Paddle 3 set "
+            "FLAGS_enable_pir_api=0 before exporting so that a legacy .pdmodel is written")
+
+
+def locate(model: Path, params: Path | None) -> tuple[Path, Path | None, bool]:
+    """Find (model file, params file, separate_params) for any layout opt accepts."""
+    if not model.exists():
+        raise InputModelError(f"model path {model} does not exist", "check the --model path")
+    if model.is_dir():
+        jsons = sorted(model.glob("*.json"))
+        candidates = [model / n for n in MODEL_NAMES if (model / n).is_file()] + sorted(model.glob("*.pdmodel"))
+        if not candidates:
+            if any(is_pir_json(j) for j in jsons):
+                raise InputModelError(f"{model} holds a Paddle 3 PIR program (.json), which paddle_lite_opt cannot read", PIR_HINT)
+            raise InputModelError(f"no .pdmodel or __model__ file in {model}", "point --model at an exported inference model")
+        model_file = candidates[0]
+        if params is None:
+            found = [model / n for n in PARAM_NAMES if (model / n).is_file()] + sorted(model.glob("*.pdiparams"))
+            if found:
+                params = found[0]
+            elif model_file.name == "__model__":
+                return model_file, None, True          # one file per parameter beside __model__
+            else:
+                params = None
+    else:
+        model_file = model
+        if model_file.suffix == ".json" or is_pir_json(model_file):
+            raise InputModelError(f"{model_file} is a Paddle 3 PIR program, which paddle_lite_opt cannot read", PIR_HINT)
+        if params is None:
+            sibling = model_file.with_suffix(".pdiparams")
+            params = sibling if sibling.is_file() else None
+    if params is not None and not params.is_file():
+        raise InputModelError(f"params file {params} does not exist", "pass --params with the .pdiparams file saved with the model")
+    return model_file, params, False
+
+
+def parse_program(model_file: Path):
+    """Parse a ProgramDesc; a clear error instead of a protobuf traceback for corrupt files."""
+    import paddle
+
+    paddle.enable_static()   # Operator objects can only be built in static mode
+    data = model_file.read_bytes()
+    if not data:
+        raise InputModelError(f"model file {model_file} is empty", "re-export the model")
+    try:
+        program = paddle.static.Program.parse_from_string(data)
+        program.global_block()
+    except Exception as exc:  # paddle raises RuntimeError/ValueError/protobuf errors depending on the damage
+        raise InputModelError(f"model file {model_file} is not a valid Paddle program ({type(exc).__name__})",
+                              "re-export it with paddle.jit.save or paddle.static.save_inference_model") from exc
+    return program
+
+
+def op_types(program) -> tuple[str, ...]:
+    return tuple(sorted({op.type for block in program.blocks for op in block.ops} - {"feed", "fetch"}))
+
+
+def feeds_and_fetches(program) -> tuple[list[tuple[str, tuple[int, ...], str]], list[str]]:
+    """Feed (name, shape, dtype) in column order and fetch names, read from the feed/fetch ops."""
+    block = program.global_block()
+    feeds, fetches = [], []
+    for op in block.ops:
+        if op.type == "feed":
+            name = op.output("Out")[0]
+            var = block.var(name)
+            feeds.append((op.attr("col"), name, tuple(int(d) for d in var.shape), _dtype_name(var.dtype)))
+        elif op.type == "fetch":
+            fetches.append((op.attr("col"), op.input("X")[0]))
+    return [(n, s, d) for _, n, s, d in sorted(feeds)], [n for _, n in sorted(fetches)]
+
+
+def _dtype_name(dtype) -> str:
+    text = str(dtype).lower()
+    for name in ("float32", "int64", "int32", "float16", "uint8", "bool", "float64"):
+        if name in text or (name == "float32" and "fp32" in text):
+            return name
+    return text.replace("paddle.", "").replace("vartype.", "")

@@ -1,0 +1,87 @@
+"""The host reference engine: `paddle.static.Executor` on the saved program.
+
+Paddle Inference's default CPU passes gave a wrong answer on a real model
+(FACTS.md), so the reference is the plain static executor, checked against the
+dynamic model at export and, for models given already exported, against Paddle
+Inference with IR optimisation switched off (two independent engines agreeing).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from edgekit.artifacts import StaticModel
+from edgekit.errors import InputModelError
+
+log = logging.getLogger(__name__)
+
+
+def _batches(inputs: Mapping[str, np.ndarray], batch: int):
+    total = len(next(iter(inputs.values())))
+    for start in range(0, total, batch):
+        yield {k: v[start:start + batch] for k, v in inputs.items()}
+
+
+def batch_limit(model: StaticModel) -> int:
+    """Models exported with a fixed batch dimension take that many samples per run."""
+    dims = {f.shape[0] for f in model.feeds}
+    fixed = [d for d in dims if d > 0]
+    return fixed[0] if fixed else 32
+
+
+class StaticRunner:
+    def __init__(self, model: StaticModel) -> None:
+        import paddle
+
+        paddle.enable_static()
+        self._paddle = paddle
+        self.model = model
+        self.scope = paddle.static.Scope()
+        self.exe = paddle.static.Executor(paddle.CPUPlace())
+        with paddle.static.scope_guard(self.scope):
+            try:
+                self.program, self.feed_names, self.fetch_vars = self._load(paddle, model)
+            except InputModelError:
+                raise
+            except Exception as exc:
+                raise InputModelError(f"cannot load {model.model_file} with its parameters ({type(exc).__name__}: {str(exc)[:160]})",
+                                      "check that the .pdmodel and .pdiparams were saved together") from exc
+
+    def _load(self, paddle, model: StaticModel):
+        # every stage writes the canonical pair <prefix>.pdmodel + <prefix>.pdiparams
+        return paddle.static.load_inference_model(str(model.model_file.with_suffix("")), self.exe)
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        outs: list[list[np.ndarray]] = []
+        with self._paddle.static.scope_guard(self.scope):
+            for batch in _batches(inputs, batch_limit(self.model)):
+                res = self.exe.run(self.program, feed=dict(batch), fetch_list=self.fetch_vars, return_numpy=True)
+                outs.append([np.array(r, copy=True) for r in res])
+        return [np.concatenate([o[i] for o in outs]) for i in range(len(self.fetch_vars))]
+
+
+def run_paddle_inference(model: StaticModel, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    """A second engine for cross-checking the reference: Paddle Inference without IR passes."""
+    from paddle import inference
+
+    config = inference.Config(str(model.model_file), str(model.params_file)) if model.params_file \
+        else inference.Config(str(model.model_file.parent))
+    config.disable_gpu()
+    config.switch_ir_optim(False)
+    config.disable_mkldnn()
+    config.disable_glog_info()
+    predictor = inference.create_predictor(config)
+    names = predictor.get_input_names()
+    outs: list[list[np.ndarray]] = []
+    for batch in _batches(inputs, batch_limit(model)):
+        for name in names:
+            handle = predictor.get_input_handle(name)
+            handle.reshape(batch[name].shape)
+            handle.copy_from_cpu(np.ascontiguousarray(batch[name]))
+        predictor.run()
+        outs.append([predictor.get_output_handle(n).copy_to_cpu() for n in predictor.get_output_names()])
+    return [np.concatenate([o[i] for o in outs]) for i in range(len(outs[0]))]
