@@ -122,6 +122,15 @@ class Samples:
     def __len__(self) -> int:
         return len(next(iter(self.inputs.values())))
 
+    def spread(self, n: int) -> "Samples":
+        """`n` samples evenly spaced over the set (folders are read class by class, so head() is one class)."""
+        if n >= len(self):
+            return self
+        picks = np.linspace(0, len(self) - 1, n).round().astype(np.int64)
+        return Samples({k: v[picks] for k, v in self.inputs.items()},
+                       None if self.labels is None else self.labels[picks],
+                       tuple(self.files[i] for i in picks) if self.files else (), self.source)
+
     def head(self, n: int) -> "Samples":
         return Samples({k: v[:n] for k, v in self.inputs.items()},
                        None if self.labels is None else self.labels[:n], self.files[:n], self.source)

@@ -168,7 +168,7 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
 
     with run.stage("package"):
         golden_n = min(cfg.gates.golden_count, len(evaluation))
-        golden_in = evaluation.head(golden_n)
+        golden_in = evaluation.spread(golden_n)
         ref_golden = export_stage.StaticRunner(static).run(golden_in.inputs)
         golden = bundle_mod.write_golden(staging / "golden", golden_in.inputs, ref_golden, static.fetches,
                                          _golden_tolerances(cfg, report, ref_golden), golden_in.labels)
@@ -264,10 +264,13 @@ def _manifest(cfg, run: _Run, static: StaticModel, quantized, device: LiteModel,
     header = read_header(device.nb_file)
     twin_header = read_header(twin.nb_file)
     source_files = {}
-    for key in ("weights", "model_file", "params_file"):
-        path = getattr(cfg.model, key)
-        if path is not None and Path(path).is_file():
-            source_files[key] = {"path": str(path), "sha256": sha256_file(Path(path))}
+    if cfg.model.weights is not None:
+        source_files["weights"] = {"path": str(cfg.model.weights), "sha256": sha256_file(cfg.model.weights)}
+    if static.origin == "inference":   # the stage's copies are byte-identical to the given files
+        source_files["model_file"] = {"path": str(cfg.model.model_file), "sha256": sha256_file(static.model_file)}
+        if static.params_file is not None:
+            source_files["params_file"] = {"path": str(cfg.model.params_file or cfg.model.model_file),
+                                           "sha256": sha256_file(static.params_file)}
     manifest = {
         "created_utc": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
         "model": {

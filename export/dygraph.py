@@ -122,6 +122,10 @@ def export_dygraph(cfg: ModelConfig, out_dir: Path, samples: dict[str, np.ndarra
                           "name the InputSpecs after forward()'s arguments, in order")
     model = StaticModel(prefix.with_suffix(".pdmodel"), prefix.with_suffix(".pdiparams"), cfg.inputs, tuple(fetches),
                         "dygraph", prog.op_types(program), sources)
+    for index, out in enumerate(dyn_outs):
+        if not np.isfinite(out).all():
+            raise ExportError(f"the model's output {index} contains NaN or Inf on the export-check inputs",
+                              "check the weights and the model's numerics (log/sqrt/div of invalid values) in Paddle first")
     static_outs = StaticRunner(model).run(samples)
     if len(dyn_outs) != len(static_outs):
         raise ExportError(f"the dynamic model returns {len(dyn_outs)} outputs, the exported program {len(static_outs)}",

@@ -67,7 +67,7 @@ def quantize_int8(model: StaticModel, samples: Samples, cfg: QuantConfig, out_di
         raise DataError(f"calibration has {len(samples)} samples; INT8 needs at least {max(MIN_CALIBRATION_SAMPLES, batch_size)}",
                         "add calibration samples (a few hundred representative inputs is typical)")
     batch_nums = usable // batch_size
-    calib = samples.head(batch_nums * batch_size)
+    calib = samples.spread(batch_nums * batch_size)   # every class, not the first folders only
     start = time.monotonic()
     paddle.enable_static()
     with tempfile.TemporaryDirectory(prefix="edgekit-ptq-") as scratch, _inside(scratch):

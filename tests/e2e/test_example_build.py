@@ -1,0 +1,77 @@
+"""The bundled example through the real toolchain: the issue's acceptance figures."""
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import manifest
+
+from edgekit import bundle as bundle_mod
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory, cli):
+    out = tmp_path_factory.mktemp("example")
+    cli("build", "--target", "arm64", "--quant", "int8", "--out", out, "--quiet")
+    first = manifest(out / "digits" / "arm64-int8")
+    cli("build", "--target", "arm64", "--quant", "int8", "--out", out, "--quiet")   # rebuild: same inputs
+    cli("build", "--target", "arm64", "--quant", "fp32", "--out", out, "--quiet")
+    return out, first
+
+
+def test_int8_bundle_meets_the_gates(builds):
+    out, _ = builds
+    m = manifest(out / "digits" / "arm64-int8")
+    acc = m["parity"]["accuracy"]
+    assert m["parity"]["samples"] == 360
+    assert acc["fp32 reference"] >= 95.0                      # the trained example really classifies
+    assert acc["x86 twin .nb"] == acc["fp32 reference"]
+    assert acc["fp32 reference"] - acc["int8 simulated"] <= 1.0
+    (tier_a,) = m["parity"]["outputs"]["A"]
+    assert tier_a["max_abs"] <= 1e-4 and tier_a["cosine"] >= 0.99999
+    assert m["model"]["opt_version"] == "v2.13-rc" and m["versions"]["paddlepaddle"] == "2.6.2"
+    assert m["quantization"]["ops"], "the int8 program holds quantisation ops"
+    assert m["host_twin"]["rewrites"][0]["ops"] == 1          # the example flattens: rewritten for x86
+    assert bundle_mod.verify(bundle_mod.load(out / "digits" / "arm64-int8")) == []
+
+
+def test_int8_is_smaller_than_fp32(builds):
+    out, _ = builds
+    int8 = manifest(out / "digits" / "arm64-int8")["model"]
+    fp32 = manifest(out / "digits" / "arm64-fp32")["model"]
+    assert int8["params_bytes"] < 0.4 * fp32["params_bytes"]
+    assert int8["bytes"] < fp32["bytes"]
+
+
+def test_rebuild_is_byte_identical(builds):
+    out, first = builds
+    second = manifest(out / "digits" / "arm64-int8")
+    for name in ("model.nb", "host/model_x86.nb", "golden/input_0.npy", "golden/output_0.npy", "golden/golden.json"):
+        assert first["files"][name]["sha256"] == second["files"][name]["sha256"], name
+
+
+def test_golden_vectors_match_the_reference(builds):
+    out, _ = builds
+    bundle = out / "digits" / "arm64-int8"
+    golden = json.loads((bundle / "golden" / "golden.json").read_text())
+    x = np.load(bundle / "golden" / "input_0.npy")
+    y = np.load(bundle / "golden" / "output_0.npy")
+    assert x.shape == (8, 1, 32, 32) and y.shape == (8, 10)
+    assert golden["tolerances"]["min_cosine"] >= 0.9
+    labels = np.load(bundle / "golden" / "labels.npy")
+    assert (y.argmax(1) == labels).mean() >= 0.75
+
+
+def test_parity_replay_and_inspect(builds, cli):
+    out, _ = builds
+    bundle = out / "digits" / "arm64-int8"
+    replay = cli("parity", bundle)
+    assert "✓ tier A" in replay.output and "✗" not in replay.output
+    shown = cli("inspect", bundle)
+    assert "checksums: all" in shown.output and "conv2d" in shown.output
+    (bundle / "labels.txt").write_text("tampered\n")
+    tampered = cli("inspect", bundle, ok=False)
+    assert tampered.exit_code == 10 and "checksum mismatch: labels.txt" in tampered.output

@@ -1,0 +1,71 @@
+"""Real toolchain on small models built in the test: flatten, paddle.vision, exported models."""
+
+import numpy as np
+import pytest
+
+from conftest import manifest
+
+pytestmark = pytest.mark.e2e
+
+
+def _save_calib(path, shape, n=32, seed=0):
+    rng = np.random.default_rng(seed)
+    np.savez(path, x=rng.standard_normal((n, *shape)).astype(np.float32))
+    return path
+
+
+def test_flatten_model_builds_for_x86_through_the_rewrite(tmp_path, cli):
+    """opt 2.13rc0 segfaults on flatten_contiguous_range for x86; the rewrite makes it work, verified."""
+    out = tmp_path / "out"
+    cli("build", "--model", "tinymodels:flatten_net", "--input", "x:-1x3x8x8", "--target", "x86", "--out", out, "--quiet")
+    m = manifest(out / "flatten_net" / "x86-fp32")
+    assert "flatten_contiguous_range" in m["model"]["source_ops"]
+    (rewrite,) = m["host_twin"]["rewrites"]
+    assert rewrite["ops"] == 1 and rewrite["max_abs"] <= 1e-6
+    (stats,) = m["parity"]["outputs"]["A"]
+    assert stats["max_abs"] <= 1e-5 and stats["cosine"] > 0.999999
+    assert m["data"]["evaluation"]["source"].startswith("synthetic")
+
+
+def test_flatten_model_int8_arm(tmp_path, cli):
+    calib = _save_calib(tmp_path / "calib.npz", (3, 8, 8))
+    out = tmp_path / "out"
+    cli("build", "--model", "tinymodels:flatten_net", "--input", "x:-1x3x8x8", "--quant", "int8",
+        "--calib", calib, "--out", out, "--quiet")
+    m = manifest(out / "flatten_net" / "arm64-int8")
+    (b,) = m["parity"]["outputs"]["B"]
+    assert b["cosine"] >= 0.99                   # no labels: the gate is output cosine
+    assert m["quantization"]["calibration_samples"] == 32
+    fp32_weight_bytes = 4 * (8 * 3 * 3 * 3 + 8 + 512 * 5 + 5)
+    assert m["model"]["params_bytes"] < 0.35 * fp32_weight_bytes
+
+
+def test_paddle_vision_mobilenet_v3_parity(tmp_path, cli):
+    out = tmp_path / "out"
+    cli("build", "--model", "tinymodels:mobilenet_v3_small", "--input", "image:-1x3x64x64", "--out", out, "--quiet")
+    m = manifest(out / "mobilenet_v3_small" / "arm64-fp32")
+    ops = set(m["model"]["source_ops"])
+    assert {"hard_swish", "depthwise_conv2d"} & ops
+    (stats,) = m["parity"]["outputs"]["A"]
+    assert stats["max_abs"] <= 1e-4 and stats["cosine"] >= 0.99999
+    assert m["model"]["bytes"] > 1_000_000       # ~1.5 M parameters in fp32
+
+
+def test_exported_inference_model_is_cross_checked(tmp_path, cli):
+    """An already exported model: feeds read from the program, reference checked against Paddle Inference."""
+    import paddle
+
+    import tinymodels
+
+    paddle.disable_static()
+    layer = tinymodels.flatten_net()
+    layer.eval()
+    static = paddle.jit.to_static(layer, input_spec=[paddle.static.InputSpec([-1, 3, 8, 8], "float32", "x")], full_graph=True)
+    paddle.jit.save(static, str(tmp_path / "exported" / "inference"))
+    out = tmp_path / "out"
+    cli("build", "--model", tmp_path / "exported", "--name", "exported", "--out", out, "--quiet")
+    m = manifest(out / "exported" / "arm64-fp32")
+    assert m["model"]["origin"] == "inference"
+    assert m["model"]["inputs"] == [{"name": "x", "shape": [-1, 3, 8, 8], "dtype": "float32"}]
+    assert any("Paddle Inference" in n for n in m["parity"]["notes"])
+    assert m["source"]["model_file"]["sha256"]

@@ -1,0 +1,62 @@
+"""Tiny dynamic-graph models the end-to-end tests build through `package.module:factory`."""
+
+import paddle
+from paddle import nn
+
+
+class FlattenNet(nn.Layer):
+    """conv -> relu -> paddle.flatten -> linear: the op opt 2.13rc0 crashes on for x86."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2D(3, 8, 3, padding=1)
+        self.fc = nn.Linear(8 * 8 * 8, 5)
+
+    def forward(self, x):
+        return self.fc(paddle.flatten(nn.functional.relu(self.conv(x)), 1))
+
+
+class LogSumExpNet(nn.Layer):
+    """Uses logsumexp, which Paddle-Lite 2.13rc0 has no ARM kernel for."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2D(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        return paddle.logsumexp(self.conv(x), axis=1)
+
+
+class NaNNet(nn.Layer):
+    """Produces NaN for every input: sqrt of a strictly negative tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return paddle.sqrt(-paddle.abs(self.fc(x)) - 1.0)
+
+
+def flatten_net():
+    paddle.seed(1)
+    return FlattenNet()
+
+
+def logsumexp_net():
+    paddle.seed(1)
+    return LogSumExpNet()
+
+
+def nan_net():
+    paddle.seed(1)
+    return NaNNet()
+
+
+def mobilenet_v3_small():
+    paddle.seed(1)
+    return paddle.vision.models.mobilenet_v3_small(num_classes=10)
+
+
+def not_a_layer():
+    return 42
