@@ -12,21 +12,26 @@ from .errors import BundleError, InputModelError
 
 
 def describe_nb(path: Path) -> dict:
-    from .lite import nb_ops, read_header
+    from .lite.nbfile import kernels, read_header
 
     header = read_header(path)
-    ops = nb_ops(path)
+    found = kernels(path)
     counts: dict[str, int] = {}
-    for op in ops:
-        counts[op] = counts.get(op, 0) + 1
+    for k in found:
+        key = f"{k.op}[{k.target} {k.precision}]"
+        counts[key] = counts.get(key, 0) + 1
+    targets = sorted({k.target for k in found} - {"Host", "Any", "Unk"})
+    int8 = sum(1 for k in found if k.precision == "INT8")
     text = [
         f"{path}: {header.file_bytes / 1024:.1f} KiB (graph {header.program_bytes / 1024:.1f} KiB, "
         f"weights {header.params_bytes / 1024:.1f} KiB)",
-        f"  opt version {header.opt_version}, naive_buffer format {header.format_version}",
-        f"  {len(ops)} ops: " + ", ".join(f"{k}×{v}" for k, v in sorted(counts.items())),
+        f"  opt version {header.opt_version}, naive_buffer format {header.format_version}, "
+        f"targets {', '.join(targets) or 'unknown'}, {len(found)} ops ({int8} with INT8 kernels)",
+        "  kernels: " + ", ".join(f"{k}×{v}" for k, v in sorted(counts.items())),
     ]
     return {"file": str(path), "bytes": header.file_bytes, "program_bytes": header.program_bytes,
-            "params_bytes": header.params_bytes, "opt_version": header.opt_version, "ops": counts, "text": text}
+            "params_bytes": header.params_bytes, "opt_version": header.opt_version, "targets": targets,
+            "kernels": counts, "int8_ops": int8, "text": text}
 
 
 def describe(path: Path) -> dict:

@@ -7,6 +7,7 @@ then the parameters.
 
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,3 +66,40 @@ def zero_version_padding(path: Path) -> int:
             handle.seek(0)
             handle.write(raw)
         return changed
+
+
+# Paddle-Lite's enums (paddlelite.lite.TargetType / PrecisionType / DataLayoutType in 2.13rc0).
+TARGET_NAMES = {0: "Unk", 1: "Host", 2: "X86", 4: "ARM", 5: "OpenCL", 6: "Any", 7: "FPGA", 9: "XPU", 17: "Metal", 18: "NNAdapter"}
+PRECISION_NAMES = {0: "Unk", 1: "FP32", 2: "INT8", 3: "INT32", 4: "Any", 5: "FP16", 6: "BOOL", 7: "INT64", 8: "INT16", 9: "UINT8", 10: "FP64"}
+_KERNEL = re.compile(rb"([a-z][a-z0-9_]*)/([a-z0-9_]+)/(\d{1,2})/(\d{1,2})/(\d{1,2})\0")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    op: str
+    alias: str
+    target: str
+    precision: str
+
+
+def kernels(path: Path) -> list[Kernel]:
+    """The kernel picked for every op, read from the `__@kernel_type_attr@__` strings opt stores.
+
+    Each op of an optimised program carries `op/alias/target/precision/layout`
+    (enum numbers); this is what runs on the device, e.g. `conv2d/fp32_out/4/2/1`
+    is an ARM INT8 convolution writing float output.
+    """
+    header = read_header(path)
+    with path.open("rb") as handle:
+        handle.seek(HEADER.size)
+        program = handle.read(header.program_bytes)
+    found = []
+    for match in _KERNEL.finditer(program):
+        # a flatbuffers string: uint32 length prefix, bytes, NUL
+        start = match.start()
+        if start < 4 or struct.unpack_from("<I", program, start - 4)[0] != match.end() - start - 1:
+            continue
+        op, alias, target, precision, _layout = match.groups()
+        found.append(Kernel(op.decode(), alias.decode(), TARGET_NAMES.get(int(target), f"target{int(target)}"),
+                            PRECISION_NAMES.get(int(precision), f"precision{int(precision)}")))
+    return found

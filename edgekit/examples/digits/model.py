@@ -12,9 +12,10 @@ class DigitsCNN(nn.Layer):
     def __init__(self, num_classes: int = 10) -> None:
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2D(1, 16, 3, padding=1), nn.BatchNorm2D(16), nn.ReLU(), nn.MaxPool2D(2),    # 16x16
-            nn.Conv2D(16, 32, 3, padding=1), nn.BatchNorm2D(32), nn.ReLU(), nn.MaxPool2D(2),   # 8x8
-            nn.Conv2D(32, 64, 3, padding=1), nn.BatchNorm2D(64), nn.ReLU(),
+            # no conv bias before a batch norm: conv->bn pairs are what opt folds into one conv
+            nn.Conv2D(1, 16, 3, padding=1, bias_attr=False), nn.BatchNorm2D(16), nn.ReLU(), nn.MaxPool2D(2),   # 16x16
+            nn.Conv2D(16, 32, 3, padding=1, bias_attr=False), nn.BatchNorm2D(32), nn.ReLU(), nn.MaxPool2D(2),  # 8x8
+            nn.Conv2D(32, 64, 3, padding=1, bias_attr=False), nn.BatchNorm2D(64), nn.ReLU(),
             nn.AdaptiveAvgPool2D(1),
         )
         self.head = nn.Linear(64, num_classes)
