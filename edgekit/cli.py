@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import List, Optional
 
@@ -30,6 +31,9 @@ QUANT_HELP = "Precision: " + "; ".join(f"{p.value} = {i.tradeoff}" for p, i in P
 def _setup_logging(verbose: int, quiet: bool) -> None:
     level = logging.WARNING if quiet else logging.INFO if verbose == 1 else logging.DEBUG if verbose > 1 else logging.WARNING
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if verbose == 0:
+        # third-party import-time warnings (setuptools/distutils, paddle deprecations) drown the report
+        warnings.simplefilter("ignore")
     # paddle/glog chatter goes to stderr from C++; keep it down unless asked
     os.environ.setdefault("GLOG_minloglevel", "2" if verbose < 2 else "0")
 

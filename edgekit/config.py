@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .data import PreprocessSpec
-from .errors import ConfigError
+from .errors import ConfigError, DataError
 from .tables import PRECISIONS, TARGETS, Precision, Target
 
 try:  # Python 3.11 has tomllib; 3.8-3.10 (the only ones Paddle-Lite supports) use tomli
@@ -177,13 +177,26 @@ def _toml_layer(path: Path) -> dict:
     data = _section(raw, "data", {"calibration", "evaluation", "labels"}, path)
     out.update({k: _path(base, v) for k, v in data.items()})
     if "preprocess" in raw:
-        out["preprocess"] = PreprocessSpec.from_mapping(raw["preprocess"])
+        out["preprocess"] = _preprocess(raw["preprocess"], path)
     out.update(_section(raw, "build", {"target", "precision", "out_dir", "tool_timeout"}, path))
     if "out_dir" in out:
         out["out_dir"] = _path(base, out["out_dir"])
     out.update(_section(raw, "quantize", {f.name for f in fields(QuantConfig)}, path))
     out.update(_section(raw, "parity", {f.name for f in fields(ParityGates)}, path))
     return out
+
+
+def _preprocess(table: Any, where: Path) -> PreprocessSpec:
+    """[preprocess] problems are config problems (exit 2), whatever layer notices them."""
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"[preprocess] in {where} is not a table", "write it as a [preprocess] section")
+    try:
+        return PreprocessSpec.from_mapping(table)
+    except DataError as exc:
+        raise ConfigError(f"[preprocess] in {where}: {exc.message}", exc.hint) from exc
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"[preprocess] in {where} has a malformed value ({exc})",
+                          "resize/crop are [height, width]; mean/std are lists of numbers") from exc
 
 
 ENV_KEYS = {"EDGEKIT_TARGET": "target", "EDGEKIT_QUANT": "precision", "EDGEKIT_OUT": "out_dir",
@@ -249,18 +262,35 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
     if PRECISIONS[precision].needs_calibration and data.calibration is None:
         raise ConfigError(f"--quant {precision.value} needs calibration data",
                           "pass --calib (an image folder or .npz) or [data].calibration in edgekit.toml")
-    quant = QuantConfig(**{f.name: m[f.name] for f in fields(QuantConfig) if f.name in m})
+    quant = QuantConfig(**{f.name: _typed(f, m[f.name], "quantize") for f in fields(QuantConfig) if f.name in m})
     if quant.algo not in CALIBRATION_ALGOS:
         raise ConfigError(f"calibration algorithm {quant.algo!r} is unknown", f"use one of {', '.join(CALIBRATION_ALGOS)}")
     if quant.batch_size < 1 or quant.batch_nums < 1:
         raise ConfigError("calibration batch_size and batch_nums must be >= 1", "fix [quantize] or --calib-batch-size")
-    gates = ParityGates(**{f.name: m[f.name] for f in fields(ParityGates) if f.name in m})
+    gates = ParityGates(**{f.name: _typed(f, m[f.name], "parity") for f in fields(ParityGates) if f.name in m})
     try:
         timeout = float(m.get("tool_timeout", 600.0))
     except ValueError as exc:
         raise ConfigError(f"tool timeout {m.get('tool_timeout')!r} is not a number", "give seconds") from exc
     return BuildConfig(model=model, data=data, target=target, precision=precision, quant=quant, gates=gates,
                        out_dir=Path(m.get("out_dir") or "build"), tool_timeout=timeout, config_file=config_file)
+
+
+def _typed(f, value: Any, section: str) -> Any:
+    """Coerce a [quantize]/[parity] value to its field's type, or say which key is wrong."""
+    kind = {"int": int, "float": float, "bool": bool, "str": str}.get(str(f.type))
+    if kind is None:
+        return value
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"[{section}] {f.name} = {value!r} is not true/false", f"write {f.name} = true or false")
+    if isinstance(value, bool) or (kind is not str and isinstance(value, str)):
+        raise ConfigError(f"[{section}] {f.name} = {value!r} is not a number", f"write {f.name} as a number without quotes")
+    try:
+        return kind(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"[{section}] {f.name} = {value!r} is not a {kind.__name__}", f"fix {f.name}") from exc
 
 
 def _default_name(m: dict) -> str:

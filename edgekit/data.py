@@ -181,6 +181,10 @@ def load_images(folder: Path, spec: PreprocessSpec, feed_name: str, labels: Sequ
                 raise DataError(f"class folder {klass!r} of {path} is not in the labels file",
                                 "add it to the labels file or rename the folder")
             label_ids.append(index[klass])
+    shapes = {t.shape for t in tensors}
+    if len(shapes) > 1:
+        raise DataError(f"images in {folder} give tensors of different shapes {sorted(shapes)[:3]}",
+                        "set preprocess.resize (and crop) so every image becomes the model's input size")
     has_labels = index is not None and len(label_ids) == len(files)
     return Samples(
         {feed_name: np.stack(tensors)},
@@ -200,7 +204,7 @@ def load_tensors(path: Path, feed_names: Sequence[str]) -> Samples:
         if len(feed_names) != 1:
             raise DataError(f"{path} holds one array but the model has {len(feed_names)} inputs",
                             f"use a .npz with arrays named {', '.join(feed_names)}")
-        return Samples({feed_names[0]: loaded.astype(np.float32)}, None, (), str(path))
+        return Samples({feed_names[0]: loaded}, None, (), str(path))
     with loaded:
         keys = set(loaded.files)
         if len(feed_names) == 1 and feed_names[0] not in keys and len(keys - {"labels"}) == 1:

@@ -184,7 +184,10 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
 def _load(cfg: BuildConfig, model: StaticModel, path: Path, labels) -> Samples:
     samples = load_samples(path, model.feed_names, cfg.data.preprocess, labels)
     _check_shapes(model, samples, str(path))
-    return samples
+    dtypes = {f.name: f.dtype for f in model.feeds}
+    # tensors saved as float64 (numpy's default) feed a float32 model as float32
+    return Samples({k: v.astype(dtypes[k], copy=False) for k, v in samples.inputs.items()}, samples.labels,
+                   samples.files, samples.source)
 
 
 def _coverage(model: StaticModel, places: str, cfg: BuildConfig, what: str) -> None:

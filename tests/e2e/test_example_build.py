@@ -75,3 +75,32 @@ def test_parity_replay_and_inspect(builds, cli):
     (bundle / "labels.txt").write_text("tampered\n")
     tampered = cli("inspect", bundle, ok=False)
     assert tampered.exit_code == 10 and "checksum mismatch: labels.txt" in tampered.output
+
+
+def test_kernel_listing_agrees_with_opts_visualiser(builds):
+    """inspect reads kernels from the .nb bytes; opt's own visualiser must list the same ops."""
+    from collections import Counter
+
+    from edgekit.lite import nb_ops
+    from edgekit.lite.nbfile import kernels
+
+    nb = builds[0] / "digits" / "arm64-int8" / "model.nb"
+    found = kernels(nb)
+    assert Counter(k.op for k in found) == Counter(nb_ops(nb))
+    assert {(k.op, k.target, k.precision) for k in found} >= {("conv2d", "ARM", "INT8"), ("fc", "ARM", "INT8")}
+
+
+def test_a_violated_gate_fails_and_writes_no_bundle(tmp_path, cli):
+    from edgekit.config import BUNDLED_EXAMPLE
+
+    strict = tmp_path / "edgekit.toml"
+    text = BUNDLED_EXAMPLE.read_text().replace("int8_max_top1_drop = 1.0", "int8_max_top1_drop = -50.0")
+    base = BUNDLED_EXAMPLE.parent
+    for key in ("digits_cnn.pdparams", "data/calib", "data/test", "data/labels.txt"):
+        text = text.replace(f'"{key}"', f'"{base / key}"')
+    strict.write_text(text)
+    out = tmp_path / "out"
+    result = cli("build", "--config", strict, "--quant", "int8", "--out", out, "--quiet", ok=False)
+    assert result.exit_code == 9
+    assert "✗ tier B" in result.output and "top1_drop_points" in result.output
+    assert list(out.rglob("*")) == []

@@ -347,18 +347,12 @@ def test_unknown_preprocess_key_is_named(tmp_path):
         resolve(toml, {}, environ=NO_ENV)
 
 
-@pytest.mark.xfail(strict=True, raises=DataError,
-                   reason="config.py _toml_layer: a bad [preprocess] table in edgekit.toml raises DataError "
-                          "(exit 4) from PreprocessSpec instead of ConfigError (exit 2)")
 def test_bad_preprocess_table_is_a_config_error(tmp_path):
     toml = write_toml(tmp_path, PATH_MODEL + '[preprocess]\ncolour = "rgb"\n')
     with pytest.raises(ConfigError):
         resolve(toml, {}, environ=NO_ENV)
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="config.py _toml_layer / data.py from_mapping: a non-table preprocess or a scalar "
-                          "resize crashes with TypeError instead of a ConfigError")
 @pytest.mark.parametrize("text", ['preprocess = 3\n' + PATH_MODEL, PATH_MODEL + '[preprocess]\nresize = 32\n'],
                          ids=["preprocess-not-a-table", "scalar-resize"])
 def test_malformed_preprocess_is_a_config_error(tmp_path, text):
@@ -367,10 +361,20 @@ def test_malformed_preprocess_is_a_config_error(tmp_path, text):
         resolve(toml, {}, environ=NO_ENV)
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="config.py _build: [quantize] batch_size given as a string reaches `quant.batch_size < 1` "
-                          "and crashes with TypeError instead of a ConfigError")
-def test_non_integer_batch_size_is_a_config_error(tmp_path):
-    toml = write_toml(tmp_path, PATH_MODEL + '[quantize]\nbatch_size = "many"\n')
-    with pytest.raises(ConfigError):
+@pytest.mark.parametrize("text, fragment", [
+    ('[quantize]\nbatch_size = "many"\n', "[quantize] batch_size = 'many' is not a number"),
+    ('[quantize]\nonnx_format = "yes"\n', "[quantize] onnx_format = 'yes' is not true/false"),
+    ('[parity]\ngolden_count = true\n', "[parity] golden_count = True is not a number"),
+], ids=["string-int", "string-bool", "bool-int"])
+def test_wrongly_typed_quantize_and_parity_values(tmp_path, text, fragment):
+    toml = write_toml(tmp_path, PATH_MODEL + text)
+    with pytest.raises(ConfigError) as info:
         resolve(toml, {}, environ=NO_ENV)
+    assert fragment in info.value.message
+
+
+def test_integer_gate_is_coerced_to_float(tmp_path):
+    toml = write_toml(tmp_path, PATH_MODEL + "[parity]\ntwin_max_abs = 1\n[quantize]\nbatch_size = 4\n")
+    cfg = resolve(toml, {}, environ=NO_ENV)
+    assert cfg.gates.twin_max_abs == 1.0 and isinstance(cfg.gates.twin_max_abs, float)
+    assert cfg.quant.batch_size == 4
