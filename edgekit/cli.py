@@ -21,7 +21,7 @@ import typer
 from .errors import EdgekitError
 from .tables import PRECISIONS, TARGETS, Precision, Target
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Build verified Paddle-Lite .nb bundles for ARM phones and boards from Paddle models.")
 
 TARGET_HELP = "Device target: " + "; ".join(f"{t.value} = {i.note}" for t, i in TARGETS.items()) + "."

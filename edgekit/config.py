@@ -228,7 +228,9 @@ def resolve(config_file: Path | None, flags: Mapping[str, Any], environ: Mapping
     if config_file is not None:
         merged.update(_toml_layer(Path(config_file)))
     merged.update(_env_layer(environ))
-    given = {k: v for k, v in flags.items() if v is not None and v != ()}
+    # flag paths are relative to where the user stands; make them absolute once, here
+    given = {k: (v.expanduser().absolute() if isinstance(v, Path) else v)
+             for k, v in flags.items() if v is not None and v != ()}
     model_arg = given.pop("model", None)
     if model_arg is not None:
         for key in ("factory", "model_file", "params_file", "weights"):
@@ -236,7 +238,7 @@ def resolve(config_file: Path | None, flags: Mapping[str, Any], environ: Mapping
         if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", str(model_arg)):
             merged["factory"] = str(model_arg)
         else:
-            merged.update(_model_from_path(Path(str(model_arg)).expanduser()))
+            merged.update(_model_from_path(Path(str(model_arg)).expanduser().absolute()))
     merged.update(given)
     return _build(merged, Path(config_file) if config_file else None)
 
@@ -273,7 +275,7 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
     except ValueError as exc:
         raise ConfigError(f"tool timeout {m.get('tool_timeout')!r} is not a number", "give seconds") from exc
     return BuildConfig(model=model, data=data, target=target, precision=precision, quant=quant, gates=gates,
-                       out_dir=Path(m.get("out_dir") or "build"), tool_timeout=timeout, config_file=config_file)
+                       out_dir=Path(m.get("out_dir") or "build").expanduser().absolute(), tool_timeout=timeout, config_file=config_file)
 
 
 def _typed(f, value: Any, section: str) -> Any:

@@ -93,7 +93,8 @@ def build(cfg: BuildConfig, progress: Progress = lambda stage, state: None) -> B
 
     cfg.out_dir.mkdir(parents=True, exist_ok=True)
     # staging beside the destination so the final rename is atomic (same filesystem)
-    work = Path(tempfile.mkdtemp(prefix=".edgekit-staging-", dir=cfg.out_dir))
+    # absolute: PaddleSlim runs inside its own working directory
+    work = Path(tempfile.mkdtemp(prefix=".edgekit-staging-", dir=cfg.out_dir)).absolute()
     try:
         return _build(cfg, _Run(cfg, work, progress), export_stage)
     finally:

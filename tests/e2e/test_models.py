@@ -69,3 +69,13 @@ def test_exported_inference_model_is_cross_checked(tmp_path, cli):
     assert m["model"]["inputs"] == [{"name": "x", "shape": [-1, 3, 8, 8], "dtype": "float32"}]
     assert any("Paddle Inference" in n for n in m["parity"]["notes"])
     assert m["source"]["model_file"]["sha256"]
+
+
+def test_relative_paths_from_the_working_directory(tmp_path, cli, monkeypatch):
+    """The README's command uses the default ./build; PaddleSlim changes directory while it runs."""
+    monkeypatch.chdir(tmp_path)
+    _save_calib(tmp_path / "calib.npz", (3, 8, 8))
+    cli("build", "--model", "tinymodels:flatten_net", "--input", "x:-1x3x8x8", "--quant", "int8", "--calib", "calib.npz",
+        "--target", "armv7", "--quiet")
+    m = manifest(tmp_path / "build" / "flatten_net" / "armv7-int8")
+    assert m["model"]["abi"] == "armeabi-v7a" and m["parity"]["passed"]

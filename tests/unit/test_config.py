@@ -78,7 +78,7 @@ def test_defaults_when_only_the_model_is_given(tmp_path):
     cfg = resolve(None, {"model": str(tmp_path / "resnet.pdmodel")}, environ=NO_ENV)
     assert cfg.target is Target.arm64
     assert cfg.precision is Precision.fp32
-    assert cfg.out_dir == Path("build")
+    assert cfg.out_dir == Path.cwd() / "build"    # made absolute: PaddleSlim changes directory
     assert cfg.tool_timeout == 600.0
     assert cfg.quant.algo == "avg" and cfg.quant.batch_size == 16 and cfg.quant.batch_nums == 8
     assert cfg.gates.twin_max_abs == 1e-4
@@ -219,7 +219,7 @@ def test_int8_with_calibration_is_accepted(tmp_path):
     cfg = resolve(None, {"model": str(tmp_path / "m.pdmodel"), "precision": "int8", "calibration": tmp_path / "c"},
                   environ=NO_ENV)
     assert cfg.precision is Precision.int8
-    assert cfg.bundle_dir == Path("build") / "m" / "arm64-int8"
+    assert cfg.bundle_dir == Path.cwd() / "build" / "m" / "arm64-int8"
 
 
 def test_x86_int8_is_rejected_even_with_calibration(tmp_path):
