@@ -274,7 +274,7 @@ def test_model_flag_as_factory():
 def test_model_flag_as_path(arg, expected_name):
     cfg = resolve(None, {"model": arg}, environ=NO_ENV)
     assert cfg.model.factory is None
-    assert cfg.model.model_file == Path(arg)
+    assert cfg.model.model_file == Path.cwd() / arg     # flag paths are made absolute
     assert cfg.model.name == expected_name
 
 
