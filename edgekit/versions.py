@@ -6,7 +6,7 @@ import platform
 import sys
 from importlib import metadata
 
-PACKAGES = ("paddlepaddle", "paddleslim", "paddlelite", "numpy", "opencv-python-headless", "typer", "edgekit")
+PACKAGES = ("paddlepaddle", "paddleslim", "paddlelite", "numpy", "opencv-python", "typer", "edgekit")
 
 
 def collect() -> dict:
@@ -16,4 +16,10 @@ def collect() -> dict:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             found[name] = None
+    try:
+        import cv2  # the module actually loaded decides resizing, so record it, not only the distribution
+
+        found["cv2"] = cv2.__version__
+    except ImportError:
+        found["cv2"] = None
     return found

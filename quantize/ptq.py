@@ -75,7 +75,9 @@ def _loader(paddle, model: StaticModel, samples: Samples, batch_size: int):
                                 shuffle=False, drop_last=True, return_list=False, num_workers=0)
 
 
-def quantize_int8(model: StaticModel, samples: Samples, cfg: QuantConfig, out_dir: Path) -> QuantizedModel:
+def quantize_int8(model: StaticModel, samples: Samples, cfg: QuantConfig, out_dir: Path,
+                  skip_tensors: tuple[str, ...] = ()) -> QuantizedModel:
+    """PTQ of `model`; ops whose weight tensors are named in `skip_tensors` stay in float."""
     import paddle
     from paddleslim.quant import quant_post_static
 
@@ -119,6 +121,7 @@ def quantize_int8(model: StaticModel, samples: Samples, cfg: QuantConfig, out_di
                     # True would fold batch norms, but only conv2d->batch_norm pairs; Paddle 2.6 exports
                     # conv2d->elementwise_add->batch_norm, so it changes nothing here (measured)
                     optimize_model=False,
+                    skip_tensor_list=list(skip_tensors) or None,
                 )
         except (AssertionError, ValueError, RuntimeError, TypeError) as exc:
             raise QuantizeError(f"PaddleSlim quant_post_static failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
