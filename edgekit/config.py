@@ -6,6 +6,7 @@ written verbatim into the bundle manifest (`BuildConfig.to_json`).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field, fields, replace
@@ -171,7 +172,7 @@ def _toml_layer(path: Path) -> dict:
         try:
             out["inputs"] = tuple(InputSpec(str(i["name"]), tuple(int(d) for d in i["shape"]), str(i.get("dtype", "float32"))).validated()
                                   for i in model.pop("inputs"))
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"[model].inputs in {path} is malformed", 'write inputs = [{name = "x", shape = [-1, 3, 224, 224]}]') from exc
     out.update(model)
     data = _section(raw, "data", {"calibration", "evaluation", "labels"}, path)
@@ -208,10 +209,12 @@ def _env_layer(environ: Mapping[str, str]) -> dict:
 
 
 def _enum(kind, value, what: str):
+    """`what` names every place the value can come from, so the message points at the right one."""
     try:
         return kind(value.value if isinstance(value, kind) else str(value))
     except ValueError as exc:
-        raise ConfigError(f"{what} {value!r} is not supported", f"use one of {', '.join(k.value for k in kind)}") from exc
+        raise ConfigError(f"{what.split(' ')[0]} {value!r} is not supported (from {what.split(' ', 1)[1][1:-1]})",
+                          f"use one of {', '.join(k.value for k in kind)}") from exc
 
 
 def _model_from_path(path: Path) -> dict:
@@ -249,6 +252,11 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
     if m.get("factory") and not m.get("inputs"):
         raise ConfigError("a dynamic-graph model needs its input specs",
                           "pass --input name:-1x3x224x224[:float32] (one per input) or [model].inputs in edgekit.toml")
+    for key in ("name", "factory"):
+        if m.get(key) is not None and not isinstance(m[key], str):
+            raise ConfigError(f"[model] {key} = {m[key]!r} is not a string", f"write {key} in quotes")
+    if m.get("factory") and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", m["factory"]):
+        raise ConfigError(f"factory {m['factory']!r} is not package.module:callable", "e.g. mypkg.models:create")
     name = m.get("name") or _default_name(m)
     if not re.fullmatch(r"[\w.-]+", name):
         raise ConfigError(f"model name {name!r} is not usable as a folder name", "use letters, digits, '.', '-' and '_'")
@@ -256,8 +264,8 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
                         model_file=m.get("model_file"), params_file=m.get("params_file"),
                         inputs=tuple(m.get("inputs") or ()))
     data = DataConfig(m.get("calibration"), m.get("evaluation"), m.get("labels"), m.get("preprocess"))
-    precision = _enum(Precision, m.get("precision", "fp32"), "--quant")
-    target = _enum(Target, m.get("target", "arm64"), "--target")
+    precision = _enum(Precision, m.get("precision", "fp32"), "precision (--quant / EDGEKIT_QUANT / [build] precision)")
+    target = _enum(Target, m.get("target", "arm64"), "target (--target / EDGEKIT_TARGET / [build] target)")
     if target is Target.x86 and precision is not Precision.fp32:
         raise ConfigError("INT8 .nb files for x86 give chance-level results in Paddle-Lite 2.13rc0 (FACTS.md)",
                           "build --target arm64/armv7 for int8; the x86 twin is built automatically for checks")
@@ -268,14 +276,22 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
     if quant.algo not in CALIBRATION_ALGOS:
         raise ConfigError(f"calibration algorithm {quant.algo!r} is unknown", f"use one of {', '.join(CALIBRATION_ALGOS)}")
     if quant.batch_size < 1 or quant.batch_nums < 1:
-        raise ConfigError("calibration batch_size and batch_nums must be >= 1", "fix [quantize] or --calib-batch-size")
+        raise ConfigError("calibration batch_size and batch_nums must be >= 1", "fix batch_size/batch_nums in [quantize]")
     gates = ParityGates(**{f.name: _typed(f, m[f.name], "parity") for f in fields(ParityGates) if f.name in m})
+    if gates.golden_count < 1 or gates.max_samples < 1:
+        raise ConfigError("[parity] golden_count and max_samples must be >= 1", "fix them in edgekit.toml")
     try:
         timeout = float(m.get("tool_timeout", 600.0))
-    except ValueError as exc:
-        raise ConfigError(f"tool timeout {m.get('tool_timeout')!r} is not a number", "give seconds") from exc
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"tool timeout {m.get('tool_timeout')!r} is not a number", "give seconds, e.g. 600") from exc
+    if not math.isfinite(timeout) or timeout <= 0:
+        raise ConfigError(f"tool timeout {timeout} is not a positive number of seconds", "give seconds, e.g. 600")
+    out_dir = Path(m.get("out_dir") or "build").expanduser().absolute()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"output root {out_dir} exists and is not a folder", "pass --out with a folder path")
     return BuildConfig(model=model, data=data, target=target, precision=precision, quant=quant, gates=gates,
-                       out_dir=Path(m.get("out_dir") or "build").expanduser().absolute(), tool_timeout=timeout, config_file=config_file)
+                       out_dir=out_dir, tool_timeout=timeout,
+                       config_file=config_file.absolute() if config_file else None)
 
 
 def _typed(f, value: Any, section: str) -> Any:

@@ -50,6 +50,12 @@ class PreprocessSpec:
             if len(values) not in (1, channels):
                 raise DataError(f"preprocess.{key} has {len(values)} values for {channels} channel(s)",
                                 f"give 1 or {channels} values")
+        for key in ("resize", "crop"):
+            size = getattr(self, key)
+            if size is not None and (len(size) != 2 or min(size) < 1):
+                raise DataError(f"preprocess.{key} is {list(size)}", f"give {key} as [height, width] of positive sizes")
+        if not isinstance(self.scale, (int, float)) or isinstance(self.scale, bool) or not self.scale > 0:
+            raise DataError(f"preprocess.scale is {self.scale!r}", "give a positive number, e.g. 0.00392156862745098 (1/255)")
         if any(s == 0 for s in self.std):
             raise DataError("preprocess.std contains 0", "std values divide the input: use non-zero values")
 
@@ -207,15 +213,28 @@ def load_tensors(path: Path, feed_names: Sequence[str]) -> Samples:
         return Samples({feed_names[0]: loaded}, None, (), str(path))
     with loaded:
         keys = set(loaded.files)
-        if len(feed_names) == 1 and feed_names[0] not in keys and len(keys - {"labels"}) == 1:
-            inputs = {feed_names[0]: loaded[(keys - {"labels"}).pop()]}
+        # np.savez(path, array) names a positional array arr_0: that is the one input of a single-input model
+        if len(feed_names) == 1 and feed_names[0] not in keys and keys - {"labels"} == {"arr_0"}:
+            names = {feed_names[0]: "arr_0"}
         else:
             missing = [n for n in feed_names if n not in keys]
             if missing:
                 raise DataError(f"{path} has no array for input(s) {', '.join(missing)} (it has {', '.join(sorted(keys))})",
                                 "name the arrays after the model's inputs")
-            inputs = {n: loaded[n] for n in feed_names}
-        labels = loaded["labels"].astype(np.int64) if "labels" in keys else None
+            names = {n: n for n in feed_names}
+        try:
+            inputs = {n: loaded[k] for n, k in names.items()}
+            labels = loaded["labels"] if "labels" in keys else None
+        except ValueError as exc:    # object arrays need pickle, which is refused
+            raise DataError(f"cannot read arrays from {path}: {exc}", "save plain numeric arrays with numpy") from exc
+    for name, arr in inputs.items():
+        if arr.dtype.kind not in "fiub":
+            raise DataError(f"array {name!r} in {path} has dtype {arr.dtype}", "save numeric arrays")
+    if labels is not None:
+        if labels.dtype.kind not in "iu" or labels.ndim != 1:
+            raise DataError(f"labels in {path} are {labels.dtype} with shape {list(labels.shape)}",
+                            "save labels as a 1-D integer array of class indices")
+        labels = labels.astype(np.int64)
     sizes = {len(v) for v in inputs.values()}
     if len(sizes) != 1 or (labels is not None and len(labels) not in sizes):
         raise DataError(f"{path}: arrays have different sample counts", "give every array the same first dimension")
@@ -228,6 +247,8 @@ def load_samples(path: Path, feed_names: Sequence[str], spec: PreprocessSpec | N
         if not path.is_file():
             raise DataError(f"tensor file {path} does not exist", "check the path")
         samples = load_tensors(path, feed_names)
+    elif path.is_file():
+        raise DataError(f"{path} is neither an image folder nor a .npy/.npz file", "pass a folder of images or a .npz")
     else:
         if spec is None:
             raise DataError(f"{path} is an image folder but no preprocessing is configured",

@@ -21,11 +21,17 @@ log = logging.getLogger(__name__)
 EXPORT_MAX_ABS = 1e-4
 
 
+def _last_line(exc: BaseException) -> str:
+    """Paddle wraps errors in 'In transformed code:' frames; the real reason is the last line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[-1][:240] if lines else ""
+
+
 def load_factory(spec: str):
     module_name, _, attr = spec.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
+    except Exception as exc:  # ImportError, or anything the module raises while importing
         raise InputModelError(f"cannot import {module_name!r} for model factory {spec!r}: {exc}",
                               "make the module importable (install it or add its folder to PYTHONPATH)") from exc
     factory = getattr(module, attr, None)
@@ -37,7 +43,12 @@ def load_factory(spec: str):
 def build_layer(cfg: ModelConfig):
     import paddle
 
-    layer = load_factory(cfg.factory)()
+    factory = load_factory(cfg.factory)
+    try:
+        layer = factory()
+    except Exception as exc:  # user code: any failure is theirs to see, in one line
+        raise InputModelError(f"calling {cfg.factory}() failed: {type(exc).__name__}: {_last_line(exc)}",
+                              "the factory is called with no arguments and must return the model") from exc
     if not isinstance(layer, paddle.nn.Layer):
         raise InputModelError(f"{cfg.factory} returned {type(layer).__name__}, not a paddle.nn.Layer",
                               "make the factory return the model instance")
@@ -108,7 +119,7 @@ def export_dygraph(cfg: ModelConfig, out_dir: Path, samples: dict[str, np.ndarra
             paddle.jit.save(static_layer, str(prefix))
             sources = _sources(static_layer.forward.concrete_program.main_program)
     except Exception as exc:
-        raise ExportError(f"paddle.jit.to_static failed for {cfg.factory}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
+        raise ExportError(f"paddle.jit.to_static failed for {cfg.factory}: {type(exc).__name__}: {_last_line(exc)}",
                           "make forward() traceable (no Python-side data-dependent control flow) or export it yourself and pass the .pdmodel") from exc
     for extra in out_dir.glob("model.pdiparams.info"):
         extra.unlink()

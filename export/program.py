@@ -49,8 +49,9 @@ def locate(model: Path, params: Path | None) -> tuple[Path, Path | None, bool]:
                 params = found[0]
             elif model_file.name == "__model__":
                 return model_file, None, True          # one file per parameter beside __model__
-            else:
-                params = None
+            elif _has_parameters(model_file):
+                raise InputModelError(f"no .pdiparams beside {model_file.name} in {model}",
+                                      "pass --params with the parameters file saved with the model")
     else:
         model_file = model
         if model_file.suffix == ".json" or is_pir_json(model_file):
@@ -58,9 +59,18 @@ def locate(model: Path, params: Path | None) -> tuple[Path, Path | None, bool]:
         if params is None:
             sibling = model_file.with_suffix(".pdiparams")
             params = sibling if sibling.is_file() else None
+            if params is None and _has_parameters(model_file):
+                raise InputModelError(f"no {sibling.name} beside {model_file.name}",
+                                      "pass --params with the parameters file saved with the model")
     if params is not None and not params.is_file():
         raise InputModelError(f"params file {params} does not exist", "pass --params with the .pdiparams file saved with the model")
     return model_file, params, False
+
+
+def _has_parameters(model_file: Path) -> bool:
+    """Does the program declare persistable parameters (so a params file is required)?"""
+    program = parse_program(model_file)
+    return any(var.persistable and var.name not in ("feed", "fetch") for var in program.list_vars())
 
 
 def parse_program(model_file: Path):

@@ -48,7 +48,8 @@ class StaticRunner:
             except InputModelError:
                 raise
             except Exception as exc:
-                raise InputModelError(f"cannot load {model.model_file} with its parameters ({type(exc).__name__}: {str(exc)[:160]})",
+                reason = next((line.strip() for line in reversed(str(exc).splitlines()) if line.strip()), "")[:200]
+                raise InputModelError(f"cannot load {model.model_file} with its parameters ({type(exc).__name__}: {reason})",
                                       "check that the .pdmodel and .pdiparams were saved together") from exc
 
     def _load(self, paddle, model: StaticModel):

@@ -58,6 +58,6 @@ def flatten_to_reshape(model: StaticModel, out_dir: Path, samples: dict[str, np.
     worst = max(float(np.max(np.abs(a - b))) if a.size else 0.0 for a, b in zip(before, after))
     if not np.isfinite(worst) or worst > REWRITE_MAX_ABS:
         raise ConversionError(f"the flatten->reshape2 rewrite changed the outputs by {worst:.3g}",
-                              "report the model; build for arm only with --no-twin")
+                              "report the model with this message: the x86 twin cannot be built safely")
     return rewritten, {"rewrite": "flatten_contiguous_range -> reshape2", "ops": replaced, "max_abs": worst,
                        "reason": "paddle_lite_opt 2.13rc0 crashes on flatten_contiguous_range for x86"}

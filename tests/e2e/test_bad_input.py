@@ -111,3 +111,19 @@ def test_opt_crash_becomes_a_typed_error(tmp_path):
     assert isinstance(static, StaticModel)
     with pytest.raises(ConversionError, match="SIGSEGV"):
         convert(static, "x86", tmp_path / "m.nb", timeout=120, target="x86", precision="fp32")
+
+
+def test_exported_model_without_its_params(cli, tmp_path, exported):
+    (exported / "model.pdiparams").unlink()
+    _fails(cli, tmp_path, "--model", exported, code=3, needle="no .pdiparams beside model.pdmodel")
+
+
+def test_factory_that_cannot_be_called(cli, tmp_path):
+    _fails(cli, tmp_path, "--model", "tinymodels:needs_arguments", "--input", "x:-1x3x8x8", code=3,
+           needle="calling tinymodels:needs_arguments() failed: TypeError")
+
+
+def test_out_is_a_file(cli, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    result = cli("build", "--model", "tinymodels:flatten_net", "--input", "x:-1x3x8x8", "--out", tmp_path / "afile", ok=False)
+    assert result.exit_code == 2 and "is not a folder" in result.output

@@ -244,11 +244,38 @@ def test_load_tensors_npz_with_labels(tmp_path):
     assert samples.labels.dtype == np.int64
 
 
-def test_load_tensors_single_unnamed_array_is_taken_for_the_single_input(tmp_path):
-    np.savez(tmp_path / "d.npz", whatever=np.full((2, 3), 7.0, np.float32), labels=np.array([1, 0]))
+def test_load_tensors_positional_array_is_taken_for_the_single_input(tmp_path):
+    np.savez(tmp_path / "d.npz", np.full((2, 3), 7.0, np.float32), labels=np.array([1, 0]))
     samples = load_tensors(tmp_path / "d.npz", ["image"])
     np.testing.assert_array_equal(samples.inputs["image"], np.full((2, 3), 7.0))
     np.testing.assert_array_equal(samples.labels, [1, 0])
+
+
+def test_load_tensors_wrongly_named_single_array_is_an_error(tmp_path):
+    np.savez(tmp_path / "d.npz", whatever=np.full((2, 3), 7.0, np.float32))
+    with pytest.raises(DataError, match=r"no array for input\(s\) image \(it has whatever\)"):
+        load_tensors(tmp_path / "d.npz", ["image"])
+
+
+def test_load_tensors_rejects_string_labels_and_object_arrays(tmp_path):
+    np.savez(tmp_path / "s.npz", image=np.ones((2, 3), np.float32), labels=np.array(["a", "b"]))
+    with pytest.raises(DataError, match="labels in .* are <U1"):
+        load_tensors(tmp_path / "s.npz", ["image"])
+    np.savez(tmp_path / "o.npz", image=np.array([object(), object()], dtype=object))
+    with pytest.raises(DataError, match="cannot read arrays"):
+        load_tensors(tmp_path / "o.npz", ["image"])
+
+
+def test_a_text_file_is_not_data(tmp_path):
+    (tmp_path / "calib.txt").write_text("x")
+    with pytest.raises(DataError, match="neither an image folder nor a .npy/.npz"):
+        load_samples(tmp_path / "calib.txt", ["image"], PreprocessSpec(), None)
+
+
+@pytest.mark.parametrize("raw, needle", [({"resize": [0, 0]}, "preprocess.resize"), ({"scale": "x"}, "preprocess.scale")])
+def test_preprocess_sizes_and_scale_are_checked(raw, needle):
+    with pytest.raises(DataError, match=needle):
+        PreprocessSpec.from_mapping(raw)
 
 
 def test_load_tensors_missing_input_name(tmp_path):

@@ -79,7 +79,8 @@ def test_folder_with_separate_params(tmp_path):
 
 def test_file_with_sibling_params(tmp_path):
     (tmp_path / "net.pdmodel").write_bytes(PROTO)
-    assert locate(tmp_path / "net.pdmodel", None) == (tmp_path / "net.pdmodel", None, False)
+    with pytest.raises(InputModelError):   # without params the program is read to see whether it needs them
+        locate(tmp_path / "net.pdmodel", None)
     (tmp_path / "net.pdiparams").write_bytes(b"p")
     assert locate(tmp_path / "net.pdmodel", None) == (tmp_path / "net.pdmodel", tmp_path / "net.pdiparams", False)
 

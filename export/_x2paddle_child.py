@@ -1,0 +1,63 @@
+"""Child-process entry for X2Paddle's ONNX converter: its crashes stay in here.
+
+Usage: python -m edgekit.export._x2paddle_child '<json request>', started by
+`onnx_import` with the working directory set to a scratch folder (X2Paddle puts
+its output folder on sys.path and imports the Python code it generated there).
+
+The request holds `onnx` (the sanitised, shape-fixed copy) and `save_dir`. The
+last stdout line is `EDGEKIT-RESULT <json>` on success, `EDGEKIT-ERROR <json>`
+when X2Paddle raised; no such line means the child died or X2Paddle called
+exit() itself (it does so on some `paddle.jit.save` errors, with status 0).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+
+RESULT_MARK = "EDGEKIT-RESULT "
+ERROR_MARK = "EDGEKIT-ERROR "
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(argv[0])
+    save_dir = request["save_dir"]
+    try:
+        from x2paddle.convert import onnx2paddle
+
+        # disable_feedback: X2Paddle otherwise reports every conversion to a Baidu statistics URL
+        onnx2paddle(request["onnx"], save_dir, input_shape_dict=request.get("input_shape_dict"),
+                    disable_feedback=True, enable_onnx_checker=True)
+    except (Exception, SystemExit) as exc:  # X2Paddle raises bare Exception, AssertionError and SystemExit alike
+        if isinstance(exc, SystemExit) and exc.code in (0, None):
+            raise   # X2Paddle's own exit(0): the parent sees no result line and says so
+        sys.stdout.flush()
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = next((f"{os.path.basename(f.filename)}:{f.lineno}" for f in reversed(frames)
+                      if "x2paddle" in f.filename), "")
+        error = {"type": type(exc).__name__, "message": _last_line(str(exc)) or repr(exc), "where": where}
+        if isinstance(exc, SyntaxError):   # generated code that does not compile: show the offending line
+            error["code_line"] = (exc.text or "").strip()
+        traceback.print_exc()
+        print(ERROR_MARK + json.dumps(error), flush=True)
+        return 1
+    model = os.path.join(save_dir, "inference_model", "model.pdmodel")
+    params = os.path.join(save_dir, "inference_model", "model.pdiparams")
+    import paddle
+    import x2paddle
+
+    sys.stdout.flush()
+    print(RESULT_MARK + json.dumps({"model_file": model, "params_file": params, "x2paddle": x2paddle.__version__,
+                                    "paddle": paddle.__version__}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,308 @@
+"""Per-layer INT8 sensitivity and the float fallback loop.
+
+A layer's sensitivity is measured, not guessed: the model is calibrated again with
+only that layer quantised (`alone`), or with every layer but that one quantised
+(`all-but`), and its outputs are compared with the FP32 reference. The fallback
+loop then keeps the most sensitive layers in float (PaddleSlim's
+`skip_tensor_list`, keyed by the layer's weight name) until the accuracy budget
+holds, and afterwards returns to int8 any layer the budget no longer needs.
+
+Everything here takes an `evaluate(skip) -> Score` callable, so the logic is pure
+and the unit tests drive it with a fake; `search.py` supplies the real one.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+from edgekit import parity
+from edgekit.artifacts import StaticModel
+from edgekit.data import Samples
+from edgekit.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------- layers
+
+
+@dataclass(frozen=True)
+class QuantLayer:
+    """One op PaddleSlim would quantise, and the name that keeps it in float."""
+
+    index: int            # position among the quantisable ops, in program order
+    op_type: str
+    key: str              # the tensor named in skip_tensor_list: the weight, else a private activation input
+    output: str           # the op's output variable (what StaticModel.sources is keyed by)
+    weight_elements: int  # 0 for ops without a weight (activation x activation matmul)
+    source: str = ""      # the user's source line that created the op, when known
+
+    @property
+    def name(self) -> str:
+        return self.key or self.output
+
+
+def quantizable_layers(model: StaticModel, op_types: Sequence[str] | None = None) -> tuple[QuantLayer, ...]:
+    """The ops `quantize_int8` quantises, in program order, each with the key that skips it."""
+    from edgekit.export import program as prog
+
+    from .ptq import QUANTIZABLE_OPS
+
+    wanted = tuple(op_types or QUANTIZABLE_OPS)
+    block = prog.parse_program(model.model_file).global_block()
+    persistable = {name for name, var in block.vars.items() if var.persistable}
+    ops = [op for op in block.ops if op.type in wanted]
+    consumers: dict[str, int] = {}
+    for op in block.ops:
+        for name in set(op.input_arg_names):
+            consumers[name] = consumers.get(name, 0) + 1
+    layers = []
+    for index, op in enumerate(ops):
+        inputs = list(dict.fromkeys(op.input_arg_names))
+        weights = [n for n in inputs if n in persistable]
+        if weights:
+            key = weights[0]
+            elements = int(np.prod([d for d in block.var(key).shape if d > 0]))
+        else:
+            # skip_tensor_list matches any input name; only an input no other op reads skips this op alone
+            private = [n for n in inputs if consumers.get(n, 0) == 1]
+            key, elements = (private[0] if private else ""), 0
+        output = op.output_arg_names[0] if op.output_arg_names else ""
+        source = model.sources.get(output, {}).get("source", "") if model.sources else ""
+        layers.append(QuantLayer(index, op.type, key, output, elements, source))
+    return tuple(layers)
+
+
+# ---------------------------------------------------------------- scores and the budget
+
+
+@dataclass(frozen=True)
+class Score:
+    """A candidate's outputs against the FP32 reference on the evaluation samples."""
+
+    cosine: float                  # worst output's mean per-sample cosine
+    snr_db: float                  # worst output's SNR
+    top1: float | None = None      # % (first output), with labels
+    top1_drop: float | None = None  # points below the FP32 reference, with labels
+
+    @property
+    def error(self) -> float:
+        """Continuous error used for ranking layers (top-1 on a small sample moves in coarse steps)."""
+        return 1.0 - self.cosine
+
+    def to_json(self) -> dict:
+        return {"cosine": self.cosine, "snr_db": self.snr_db, "top1": self.top1, "top1_drop": self.top1_drop}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """`max_drop` in the task metric: top-1 points with labels, else 1 - output cosine."""
+
+    max_drop: float
+    metric: str                    # "top1_drop_points" or "cosine_drop"
+
+    def __post_init__(self) -> None:
+        if self.metric not in BUDGET_METRICS:
+            raise ConfigError(f"accuracy budget metric {self.metric!r} is unknown", f"use one of {', '.join(BUDGET_METRICS)}")
+        if not math.isfinite(self.max_drop) or self.max_drop < 0:
+            raise ConfigError(f"--max-drop {self.max_drop!r} is not a non-negative number",
+                              "give top-1 points (e.g. 1.0) with labels, or a cosine drop (e.g. 0.01) without")
+
+    @classmethod
+    def for_data(cls, max_drop: float, has_labels: bool) -> "Budget":
+        return cls(float(max_drop), "top1_drop_points" if has_labels else "cosine_drop")
+
+    def drop(self, score: Score) -> float:
+        return BUDGET_METRICS[self.metric](score)
+
+    def holds(self, score: Score) -> bool:
+        # the same comparisons as the tier-B parity gates, so a search that passes also passes parity
+        if self.metric == "cosine_drop":
+            return score.cosine >= 1.0 - self.max_drop
+        return self.drop(score) <= self.max_drop
+
+    def describe(self) -> str:
+        unit = "top-1 points" if self.metric == "top1_drop_points" else "of output cosine"
+        return f"drop ≤ {self.max_drop:g} {unit}"
+
+
+def _top1_drop(score: Score) -> float:
+    if score.top1_drop is None:
+        raise ConfigError("a top-1 budget needs labelled evaluation data", "give labels, or budget the output cosine")
+    return score.top1_drop
+
+
+BUDGET_METRICS: dict[str, Callable[[Score], float]] = {
+    "top1_drop_points": _top1_drop,
+    "cosine_drop": lambda score: 1.0 - score.cosine,
+}
+
+
+class Evaluator:
+    """Scores quantised programs against FP32 reference outputs computed once."""
+
+    def __init__(self, reference: Sequence[np.ndarray], samples: Samples, runner=None) -> None:
+        self.reference = [np.asarray(r) for r in reference]
+        self.samples = samples
+        self._runner = runner
+        self.reference_top1 = parity.top1(self.reference[0], samples.labels) if samples.labels is not None else None
+
+    @classmethod
+    def for_model(cls, static: StaticModel, samples: Samples, runner=None) -> "Evaluator":
+        runner = runner or _static_runner
+        return cls(runner(static).run(samples.inputs), samples, runner)
+
+    @property
+    def has_labels(self) -> bool:
+        return self.reference_top1 is not None
+
+    def score_outputs(self, outputs: Sequence[np.ndarray]) -> Score:
+        cosines, snrs = [], []
+        for ref, got in zip(self.reference, outputs):
+            if not np.isfinite(got).all():
+                cosines.append(0.0)        # NaN/Inf from a quantised program: as bad as it gets
+                snrs.append(-math.inf)
+                continue
+            cosines.append(parity.cosine(ref, got))
+            snrs.append(parity.snr_db(ref, got))
+        top1 = drop = None
+        if self.reference_top1 is not None:
+            top1 = parity.top1(outputs[0], self.samples.labels)
+            drop = self.reference_top1 - top1      # computed as the parity stage computes it
+        return Score(min(cosines), min(snrs), top1, drop)
+
+    def score(self, model: StaticModel) -> Score:
+        runner = self._runner or _static_runner
+        return self.score_outputs(runner(model).run(self.samples.inputs))
+
+
+def _static_runner(model: StaticModel):
+    from edgekit.export import StaticRunner
+
+    return StaticRunner(model)
+
+
+# ---------------------------------------------------------------- sensitivity
+
+
+Evaluate = Callable[[tuple[str, ...]], Score]      # skip list -> score of the model quantised with it
+
+
+def _alone(layer: QuantLayer, keys: tuple[str, ...], evaluate: Evaluate, full: Score) -> tuple[Score, float]:
+    score = evaluate(tuple(k for k in keys if k != layer.key))
+    return score, score.error
+
+
+def _all_but(layer: QuantLayer, keys: tuple[str, ...], evaluate: Evaluate, full: Score) -> tuple[Score, float]:
+    score = evaluate((layer.key,))
+    return score, full.error - score.error
+
+
+# method -> (what is measured, how) ; the value ranks layers: higher = more sensitive
+SENSITIVITY_METHODS: dict[str, tuple[str, Callable]] = {
+    "alone": ("error with only this layer in int8", _alone),
+    "all-but": ("error removed by keeping only this layer in float", _all_but),
+}
+
+
+@dataclass(frozen=True)
+class LayerSensitivity:
+    layer: QuantLayer
+    score: Score          # the measured candidate (see the method)
+    value: float          # the ranking value: higher = more sensitive
+    rank: int             # 1 = most sensitive
+
+
+def analyse(layers: Sequence[QuantLayer], evaluate: Evaluate, full: Score, method: str = "alone") -> tuple[LayerSensitivity, ...]:
+    """Measure every skippable layer with `method`; most sensitive first, ties in program order."""
+    if method not in SENSITIVITY_METHODS:
+        raise ConfigError(f"sensitivity method {method!r} is unknown", f"use one of {', '.join(SENSITIVITY_METHODS)}")
+    measure = SENSITIVITY_METHODS[method][1]
+    controllable = [layer for layer in layers if layer.key]
+    keys = tuple(layer.key for layer in controllable)
+    measured = []
+    for layer in controllable:
+        score, value = measure(layer, keys, evaluate, full)
+        measured.append((layer, score, value))
+        log.info("sensitivity %s %s (%s): %.4g", method, layer.name, layer.op_type, value)
+    return rank(measured)
+
+
+def rank(measured: Sequence[tuple[QuantLayer, Score, float]]) -> tuple[LayerSensitivity, ...]:
+    """Most sensitive first; equal values keep program order, so the ranking is deterministic."""
+    ordered = sorted(measured, key=lambda item: (-item[2] if not math.isnan(item[2]) else -math.inf, item[0].index))
+    return tuple(LayerSensitivity(layer, score, value, i + 1) for i, (layer, score, value) in enumerate(ordered))
+
+
+# ---------------------------------------------------------------- fallback
+
+
+@dataclass(frozen=True)
+class Step:
+    skip: tuple[str, ...]
+    score: Score
+    holds: bool
+    phase: str            # "start", "add" or "prune"
+
+
+@dataclass(frozen=True)
+class Fallback:
+    skip: tuple[str, ...]         # layers kept in float (most sensitive first)
+    score: Score                  # the chosen candidate's score
+    holds: bool
+    steps: tuple[Step, ...]
+
+
+def fallback(ranked_keys: Sequence[str], evaluate: Evaluate, budget: Budget, max_float: int,
+             start: Score | None = None) -> Fallback:
+    """Add layers to the float list in ranked order until the budget holds; then drop the ones it does not need.
+
+    Greedy and linear (k + 1 calibrations to reach k float layers) because k is
+    usually small and the budget is not monotone in k; the prune pass tries to put
+    each earlier layer back into int8, least sensitive first.
+    """
+    steps: list[Step] = []
+
+    def trial(skip: tuple[str, ...], phase: str) -> Step:
+        score = evaluate(skip)
+        step = Step(skip, score, budget.holds(score), phase)
+        steps.append(step)
+        log.info("fallback %s %s: drop %.4g (%s)", phase, list(skip), budget.drop(score), "holds" if step.holds else "misses")
+        return step
+
+    current = Step((), start, budget.holds(start), "start") if start is not None else None
+    if current is not None:
+        steps.append(current)
+    else:
+        current = trial((), "start")
+    best = current
+    limit = min(max_float, len(ranked_keys))
+    while not current.holds and len(current.skip) < limit:
+        current = trial(current.skip + (ranked_keys[len(current.skip)],), "add")
+        if budget.drop(current.score) < budget.drop(best.score):
+            best = current
+    if not current.holds:
+        return Fallback(best.skip, best.score, False, tuple(steps))
+    kept = current
+    for key in reversed(current.skip[:-1]):      # the last one added was needed with all the others
+        candidate = tuple(k for k in kept.skip if k != key)
+        attempt = trial(candidate, "prune")
+        if attempt.holds:
+            kept = attempt
+    return Fallback(kept.skip, kept.score, True, tuple(steps))
+
+
+def max_float_layers(layer_count: int, fraction: float) -> int:
+    """How many layers the loop may keep in float: never all of them (that is fp32, not int8)."""
+    if not 0.0 <= fraction <= 1.0:
+        raise ConfigError(f"max_float_fraction {fraction!r} is outside [0, 1]", "give a fraction such as 0.5")
+    return max(0, min(layer_count - 1, int(math.floor(fraction * layer_count + 1e-9))))
+
+
+__all__ = ["QuantLayer", "quantizable_layers", "Score", "Budget", "Evaluator", "analyse", "rank", "LayerSensitivity",
+           "fallback", "Fallback", "Step", "max_float_layers", "SENSITIVITY_METHODS", "BUDGET_METRICS"]
