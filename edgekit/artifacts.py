@@ -46,6 +46,7 @@ class QuantizedModel:
     algo: str
     calibration_samples: int
     seconds: float
+    calibration_sha256: str = ""         # digest of the exact calibration tensors used
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ class LiteModel:
     target: str
     precision: str
     opt_version: str
-    argv: tuple[str, ...]
+    argv: tuple[str, ...]                # the equivalent paddle_lite_opt command line
     seconds: float
     rewrites: tuple[dict, ...] = ()      # program rewrites applied before opt, with their checks
+    process_argv: tuple[str, ...] = ()   # what actually ran: the child process around paddlelite.lite.Opt
+    inputs_sha256: dict = field(default_factory=dict, compare=False)   # the program and params opt read

@@ -61,6 +61,8 @@ def finalize(staging: Path, destination: Path, manifest: dict) -> Bundle:
     manifest = dict(manifest, schema=SCHEMA, files=file_table(staging))
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     destination.parent.mkdir(parents=True, exist_ok=True)
+    if destination.exists() and not destination.is_dir():
+        raise BundleError(f"{destination} exists and is not a bundle folder", "move that file away or pick another --out")
     old = None
     if destination.exists():
         old = destination.with_name(destination.name + f".old-{os.getpid()}")

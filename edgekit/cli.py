@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 import time
 import warnings
@@ -26,6 +27,13 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 
 TARGET_HELP = "Device target: " + "; ".join(f"{t.value} = {i.note}" for t, i in TARGETS.items()) + "."
 QUANT_HELP = "Precision: " + "; ".join(f"{p.value} = {i.tradeoff}" for p, i in PRECISIONS.items()) + "."
+
+
+def _exit_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit so the build's cleanup (staging folder) runs."""
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, handler)
 
 
 def _setup_logging(verbose: int, quiet: bool) -> None:
@@ -77,7 +85,8 @@ def build(
                                      "(-1 = dynamic). Required for factory models; for exported models fixes dynamic dims."),
     calib: Optional[Path] = typer.Option(None, "--calib", help="Calibration data for int8: an image folder (uses [preprocess]) or .npz/.npy."),
     eval_data: Optional[Path] = typer.Option(None, "--eval", help="Evaluation data for parity: image folder (class sub-folders "
-                                             "give labels) or .npz with optional 'labels'. Default: the calibration data."),
+                                             "named as in --labels give labels) or .npz with optional 'labels'. Default: the "
+                                             "calibration data (optimistic for int8: it was calibrated on it)."),
     labels: Optional[Path] = typer.Option(None, "--labels", help="Class names, one per line (order = class index)."),
     algo: Optional[str] = typer.Option(None, "--algo", help="Calibration algorithm for int8: avg, abs_max, hist, mse, KL, emd. Default avg."),
     name: Optional[str] = typer.Option(None, "--name", help="Model name used for the bundle folder."),
@@ -99,7 +108,11 @@ def _build(model, config, target, quant, weights, params, inputs, calib, eval_da
         "calibration": calib, "evaluation": eval_data, "labels": labels, "algo": algo, "name": name, "out_dir": out,
     }
     cfg = resolve(config, flags)
+    import paddle  # noqa: F401  (paddle installs its own SIGTERM handler on import: ours must come after)
+
     from .pipeline import build as run_build
+
+    _exit_on_sigterm()
 
     started = {}
 
@@ -112,7 +125,8 @@ def _build(model, config, target, quant, weights, params, inputs, calib, eval_da
         else:
             typer.echo(f"[{stage}] done in {time.monotonic() - started[stage]:.1f} s", err=True)
 
-    typer.echo(f"building {cfg.model.name} for {cfg.target.value} {cfg.precision.value} -> {cfg.bundle_dir}", err=True)
+    if not quiet:
+        typer.echo(f"building {cfg.model.name} for {cfg.target.value} {cfg.precision.value} -> {cfg.bundle_dir}", err=True)
     result = run_build(cfg, progress)
     for line in result.report.lines():
         typer.echo(line)

@@ -8,6 +8,7 @@ decode -> colour -> resize -> centre crop -> scale -> (x - mean) / std -> layout
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from dataclasses import asdict, dataclass, field
@@ -127,6 +128,14 @@ class Samples:
 
     def __len__(self) -> int:
         return len(next(iter(self.inputs.values())))
+
+    def digest(self) -> str:
+        """sha256 over the input tensors (names and bytes): identifies the exact data a build used."""
+        sha = hashlib.sha256()
+        for name in sorted(self.inputs):
+            sha.update(name.encode())
+            sha.update(np.ascontiguousarray(self.inputs[name]).tobytes())
+        return sha.hexdigest()
 
     def spread(self, n: int) -> "Samples":
         """`n` samples evenly spaced over the set (folders are read class by class, so head() is one class)."""

@@ -40,9 +40,12 @@ def describe(path: Path) -> dict:
     if not path.is_dir():
         raise InputModelError(f"{path} does not exist", "pass a .nb file or a bundle folder")
     bundle = bundle_mod.load(path)
-    info = describe_nb(bundle.nb_file)
     m = bundle.manifest
     problems = bundle_mod.verify(bundle)
+    if not bundle.nb_file.is_file():
+        return {"bundle": str(path), "manifest": m, "problems": problems,
+                "text": [f"bundle {path}", f"  checksums: {'; '.join(problems)}"]}
+    info = describe_nb(bundle.nb_file)
     ptext = m["parity"]
     text = [
         f"bundle {path}",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -23,8 +24,8 @@ from . import parity, versions
 from .artifacts import LiteModel, QuantizedModel, StaticModel, sha256_file
 from .config import BuildConfig
 from .data import Samples, load_samples, read_labels, write_preprocess
-from .errors import ConfigError, UnsupportedOpsError
-from .tables import TARGETS, Precision, Target
+from .errors import BundleError, UnsupportedOpsError
+from .tables import TARGETS, Precision
 
 log = logging.getLogger(__name__)
 
@@ -78,23 +79,35 @@ def _check_shapes(model: StaticModel, samples: Samples, what: str) -> None:
                             "fix the preprocessing resize/crop/layout or the tensor file")
 
 
-def _data_digest(samples: Samples) -> str:
-    import hashlib
+STAGING_PREFIX = ".edgekit-staging-"
 
-    digest = hashlib.sha256()
-    for name in sorted(samples.inputs):
-        digest.update(name.encode())
-        digest.update(np.ascontiguousarray(samples.inputs[name]).tobytes())
-    return digest.hexdigest()
+
+def _remove_stale_staging(out_dir: Path) -> None:
+    """Staging folders of builds whose process is gone (killed by a signal, power loss)."""
+    for folder in out_dir.glob(STAGING_PREFIX + "*"):
+        pid = folder.name[len(STAGING_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:   # alive, owned by someone else
+            continue
 
 
 def build(cfg: BuildConfig, progress: Progress = lambda stage, state: None) -> BuildResult:
     from . import export as export_stage
 
-    cfg.out_dir.mkdir(parents=True, exist_ok=True)
-    # staging beside the destination so the final rename is atomic (same filesystem)
-    # absolute: PaddleSlim runs inside its own working directory
-    work = Path(tempfile.mkdtemp(prefix=".edgekit-staging-", dir=cfg.out_dir)).absolute()
+    try:
+        cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BundleError(f"cannot create the output folder {cfg.out_dir}: {exc.strerror}", "pass a writable --out") from exc
+    _remove_stale_staging(cfg.out_dir)
+    # staging beside the destination so the final rename is atomic (same filesystem); absolute because
+    # PaddleSlim runs inside its own working directory; the pid lets a later run recognise staging
+    # left by a killed process
+    work = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=cfg.out_dir)).absolute()
     try:
         return _build(cfg, _Run(cfg, work, progress), export_stage)
     finally:
@@ -261,6 +274,16 @@ def _golden_tolerances(cfg: BuildConfig, report: parity.ParityReport, reference)
             "basis": "fp32 ARM kernels vs fp32 reference: 1e-3 of the output scale"}
 
 
+def _factory_source(factory: str) -> dict:
+    """The file that defines the model class: a build is only reproducible with the same code."""
+    import importlib
+    import inspect
+
+    module = importlib.import_module(factory.split(":")[0])
+    path = inspect.getsourcefile(module)
+    return {"spec": factory, "path": path, "sha256": sha256_file(Path(path)) if path else None}
+
+
 def _manifest(cfg, run: _Run, static: StaticModel, quantized, device: LiteModel, twin: LiteModel,
               report: parity.ParityReport, evaluation: Samples, calibration: Samples | None, golden: dict) -> dict:
     from .lite import read_header
@@ -268,6 +291,8 @@ def _manifest(cfg, run: _Run, static: StaticModel, quantized, device: LiteModel,
     header = read_header(device.nb_file)
     twin_header = read_header(twin.nb_file)
     source_files = {}
+    if cfg.model.factory:
+        source_files["factory"] = _factory_source(cfg.model.factory)
     if cfg.model.weights is not None:
         source_files["weights"] = {"path": str(cfg.model.weights), "sha256": sha256_file(cfg.model.weights)}
     if static.origin == "inference":   # the stage's copies are byte-identical to the given files
@@ -287,16 +312,19 @@ def _manifest(cfg, run: _Run, static: StaticModel, quantized, device: LiteModel,
         "host_twin": {"file": str(twin.nb_file.relative_to(device.nb_file.parent)), "target": "x86", "precision": "fp32",
                       "bytes": twin_header.file_bytes, "rewrites": list(twin.rewrites)},
         "source": source_files,
-        "versions": dict(versions.collect(), opt=device.opt_version),
+        "versions": dict(versions.collect(), opt=device.opt_version, edgekit_source=versions.source_revision()),
         "config": cfg.to_json(),
-        "commands": [list(device.argv), list(twin.argv)],
+        "commands": [{"equivalent": list(lm.argv), "ran": list(lm.process_argv), "inputs_sha256": lm.inputs_sha256,
+                      "seconds": round(lm.seconds, 3), "output": str(lm.nb_file.relative_to(device.nb_file.parent))}
+                     for lm in (device, twin)],
         "stages_seconds": dict(run.timings),
         "data": {
-            "evaluation": {"source": evaluation.source, "samples": len(evaluation), "sha256": _data_digest(evaluation),
+            "evaluation": {"source": evaluation.source, "samples": len(evaluation), "sha256": evaluation.digest(),
                            "labels": evaluation.labels is not None},
             "calibration": None if calibration is None else {
-                "source": calibration.source, "samples_used": quantized.calibration_samples if quantized else 0,
-                "sha256": _data_digest(calibration)},
+                "source": calibration.source, "samples": len(calibration), "sha256": calibration.digest(),
+                "samples_used": quantized.calibration_samples if quantized else 0,
+                "used_sha256": quantized.calibration_sha256 if quantized else None},
         },
         "parity": report.to_json(),
         "golden": golden,

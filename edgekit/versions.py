@@ -5,8 +5,26 @@ from __future__ import annotations
 import platform
 import sys
 from importlib import metadata
+from pathlib import Path
 
 PACKAGES = ("paddlepaddle", "paddleslim", "paddlelite", "numpy", "opencv-python", "typer", "edgekit")
+
+
+def source_revision() -> dict | None:
+    """The git commit of the edgekit checkout that ran (None when installed from a wheel)."""
+    from . import proc
+
+    root = Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = proc.run(["git", "-C", str(root), "rev-parse", "HEAD"], timeout=10, what="git rev-parse")
+        status = proc.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], timeout=10, what="git status")
+    except Exception:  # git missing or broken: the revision is informative, never required
+        return None
+    if head.returncode != 0:
+        return None
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
 
 
 def collect() -> dict:

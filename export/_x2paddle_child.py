@@ -6,8 +6,8 @@ its output folder on sys.path and imports the Python code it generated there).
 
 The request holds `onnx` (the sanitised, shape-fixed copy) and `save_dir`. The
 last stdout line is `EDGEKIT-RESULT <json>` on success, `EDGEKIT-ERROR <json>`
-when X2Paddle raised; no such line means the child died or X2Paddle called
-exit() itself (it does so on some `paddle.jit.save` errors, with status 0).
+when X2Paddle raised or called exit() (it prints a `paddle.jit.save` error and
+exits with status 0); no such line means the child died.
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ def main(argv: list[str]) -> int:
         onnx2paddle(request["onnx"], save_dir, input_shape_dict=request.get("input_shape_dict"),
                     disable_feedback=True, enable_onnx_checker=True)
     except (Exception, SystemExit) as exc:  # X2Paddle raises bare Exception, AssertionError and SystemExit alike
-        if isinstance(exc, SystemExit) and exc.code in (0, None):
-            raise   # X2Paddle's own exit(0): the parent sees no result line and says so
         sys.stdout.flush()
         frames = traceback.extract_tb(exc.__traceback__)
         where = next((f"{os.path.basename(f.filename)}:{f.lineno}" for f in reversed(frames)
                       if "x2paddle" in f.filename), "")
         error = {"type": type(exc).__name__, "message": _last_line(str(exc)) or repr(exc), "where": where}
+        if isinstance(exc, SystemExit):   # X2Paddle prints the real error, then calls exit(0)
+            error["message"] = "X2Paddle exited before writing a model"
         if isinstance(exc, SyntaxError):   # generated code that does not compile: show the offending line
             error["code_line"] = (exc.text or "").strip()
         traceback.print_exc()

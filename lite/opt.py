@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from edgekit import proc
-from edgekit.artifacts import LiteModel, StaticModel
+from edgekit.artifacts import LiteModel, StaticModel, sha256_file
 from edgekit.errors import ConversionError
 
 from .nbfile import zero_version_padding
@@ -84,7 +84,9 @@ def convert(model: StaticModel, places: str, out_file: Path, *, timeout: float, 
     zero_version_padding(out_file)   # reproducible builds: see nbfile.zero_version_padding
     argv = ("paddle_lite_opt", f"--model_file={model.model_file.name}", f"--param_file={model.params_file.name}",
             f"--valid_targets={places}", "--optimize_out_type=naive_buffer", f"--optimize_out={out_prefix.name}")
-    return LiteModel(out_file, target, precision, result["version"], argv, record.seconds, rewrites)
+    inputs = {"model_file": sha256_file(model.model_file), "params_file": sha256_file(model.params_file)}
+    return LiteModel(out_file, target, precision, result["version"], argv, record.seconds, rewrites,
+                     tuple(record.argv), inputs)
 
 
 def nb_ops(nb_file: Path, timeout: float = 120) -> list[str]:

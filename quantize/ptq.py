@@ -134,7 +134,7 @@ def quantize_int8(model: StaticModel, samples: Samples, cfg: QuantConfig, out_di
     quantized = StaticModel(model_file, out_dir / "model.pdiparams", model.feeds, model.fetches, "paddleslim-ptq",
                             prog.op_types(program), model.sources)
     log.info("quantised with %s on %d samples in %.1f s", cfg.algo, len(calib), seconds)
-    return QuantizedModel(quantized, cfg.algo, len(calib), seconds)
+    return QuantizedModel(quantized, cfg.algo, len(calib), seconds, calib.digest())
 
 
 def count_quantized_ops(model: StaticModel) -> dict[str, int]:

@@ -1,0 +1,489 @@
+"""Stage `export` for ONNX models: X2Paddle in a child process, checked against ONNX Runtime.
+
+    model.onnx -> copy with input shapes fixed and names sanitised -> X2Paddle (child
+    process, scratch working directory) -> Paddle inference model -> checked against
+    ONNX Runtime running the untouched model.onnx -> out_dir/model.pdmodel + .pdiparams
+
+X2Paddle 1.6.0 writes ONNX names into generated Python code as `x2paddle_<name>`
+after replacing only ` .*?\\/-:;`; any other character (`@`, `+`, `[`, non-ASCII)
+gives a SyntaxError, and its replacement is not collision-free (`a.b`, `a:b` and
+`a_b` all become `x2paddle_a_b`). So every name outside `[A-Za-z0-9_]` is
+rewritten here, injectively, before X2Paddle sees the model (FACTS.md).
+
+A model that converts but disagrees with ONNX Runtime raises `InputModelError`,
+like `inference.cross_check` does when two engines disagree: the imported model is
+then not a reference anything downstream can be checked against, and the user's
+way out is on the model side (fixed shapes, another opset, a Paddle export).
+`ConversionError` (exit 8) means paddle_lite_opt in every message and README.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Iterator, Mapping
+
+import numpy as np
+
+from edgekit import proc
+from edgekit.artifacts import StaticModel, sha256_file
+from edgekit.config import InputSpec
+from edgekit.errors import ConfigError, ExportError, InputModelError
+from edgekit.parity import cosine, max_abs
+
+from . import program as prog
+
+log = logging.getLogger(__name__)
+
+CHILD = "edgekit.export._x2paddle_child"
+RESULT_MARK = "EDGEKIT-RESULT "
+ERROR_MARK = "EDGEKIT-ERROR "
+FEED_PREFIX = "x2paddle_"          # X2Paddle names every variable x2paddle_<onnx name>
+X2PADDLE_MAX_OPSET = 15            # newer opsets are translated with X2Paddle's opset-15 rules
+ORT_MAX_ABS = 1e-4                 # times max(1, largest |output|), per output
+ORT_MIN_COSINE = 0.9999
+CHECK_DRAWS = 2                    # seeded random input sets run through both engines
+DYNAMIC_BATCH = 2                  # a dynamic first dimension is probed with 2, to catch baked-in batch sizes
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_]+")     # a valid identifier once X2Paddle prefixes it
+_UNSAFE_CHAR = re.compile(r"[^A-Za-z0-9_]")
+_UNSUPPORTED_OP_LINE = re.compile(r"^=+ (\S+) =+$")
+_PRINTED_ERROR = re.compile(r"^[A-Za-z_.]*(Error|Exception)\b.*:")
+
+
+# --- loading and inspecting the ONNX model (no Paddle) -------------------------------------------
+
+def load_onnx(path: Path):
+    """The ONNX model at `path`, checked; a one-line error for missing, corrupt or empty files."""
+    import onnx
+
+    if not path.is_file():
+        raise InputModelError(f"ONNX model {path} does not exist", "check the --model path")
+    try:
+        model = onnx.load(str(path))
+    except Exception as exc:  # protobuf DecodeError, external-data OSError, ...: the file is not usable either way
+        raise InputModelError(f"{path} is not a readable ONNX model ({type(exc).__name__}: {_first_line(exc)})",
+                              "re-export it (torch.onnx.export / paddle2onnx) or check the download") from exc
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:  # onnx.checker.ValidationError and C++ checker errors
+        raise InputModelError(f"{path} is not a valid ONNX model: {_first_line(exc)}",
+                              "re-export it; `python -m onnx.checker` (onnx.checker.check_model) shows the problem") from exc
+    if not model.graph.node or not graph_inputs(model) or not model.graph.output:
+        raise InputModelError(f"{path} holds no graph (no nodes, inputs or outputs)", "re-export the model")
+    return model
+
+
+def graph_inputs(model) -> list:
+    """The graph's real inputs: old exporters also list every initializer as a graph input."""
+    weights = {init.name for init in model.graph.initializer}
+    return [vi for vi in model.graph.input if vi.name not in weights]
+
+
+def input_shape(value_info) -> tuple[int, ...]:
+    """Dims of an input's value info, -1 for symbolic or unknown ones."""
+    dims = value_info.type.tensor_type.shape.dim
+    return tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1 for d in dims)
+
+
+def fix_input_shapes(model, shapes: Mapping[str, tuple[int, ...]]):
+    """A copy of `model` whose named inputs have the given dims (-1 keeps a dim as the model has it)."""
+    import onnx
+
+    inputs = {vi.name: vi for vi in graph_inputs(model)}
+    unknown = [name for name in shapes if name not in inputs]
+    if unknown:
+        raise InputModelError(f"input(s) {', '.join(unknown)} not in the ONNX model; its inputs are {', '.join(inputs)}",
+                              "use the model's ONNX input names in --input (e.g. --input x:1x3x48x320)")
+    for name, given in shapes.items():
+        have = input_shape(inputs[name])
+        has_shape = inputs[name].type.tensor_type.HasField("shape")
+        if has_shape and len(have) != len(given):
+            raise InputModelError(f"input {name!r} has rank {len(have)} in the ONNX model ({_shape_text(have)}), "
+                                  f"but {list(given)} was given", "give one size per dimension, -1 to keep one dynamic")
+        clash = [i for i, (h, g) in enumerate(zip(have, given)) if h > 0 and g > 0 and h != g]
+        if clash:
+            raise InputModelError(f"input {name!r} has shape {_shape_text(have)} in the ONNX model, but {list(given)} was given",
+                                  "only dynamic dimensions can be fixed; keep the model's fixed sizes")
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    for vi in fixed.graph.input:
+        given = shapes.get(vi.name)
+        if given is None:
+            continue
+        shape = vi.type.tensor_type.shape
+        while len(shape.dim) < len(given):   # an input declared without any shape
+            shape.dim.add()
+        for dim, size in zip(shape.dim, given):
+            if size > 0:
+                dim.Clear()
+                dim.dim_value = size
+    return fixed
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "[" + ", ".join("?" if d < 0 else str(d) for d in shape) + "]"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
+
+
+# --- name sanitising ---------------------------------------------------------------------------
+
+def _graph_names(graph) -> Iterator[str]:
+    """Every tensor and node name of `graph` and its subgraphs, in graph order."""
+    for vi in graph.input:
+        yield vi.name
+    for init in graph.initializer:
+        yield init.name
+    for sparse in graph.sparse_initializer:
+        yield sparse.values.name
+        yield sparse.indices.name
+    for node in graph.node:
+        yield node.name
+        yield from node.input
+        yield from node.output
+        for sub in _subgraphs(node):
+            yield from _graph_names(sub)
+    for vi in graph.output:
+        yield vi.name
+    for vi in graph.value_info:
+        yield vi.name
+
+
+def _subgraphs(node) -> Iterator:
+    for attr in node.attribute:
+        if attr.HasField("g"):
+            yield attr.g
+        yield from attr.graphs
+
+
+def sanitized_names(names) -> dict[str, str]:
+    """original -> sanitised for every name outside [A-Za-z0-9_]; deterministic and injective.
+
+    Unsafe characters become `_`; a result that is already taken (by a name kept as it
+    is or by an earlier rewrite) gets the first free `_1`, `_2`, ... suffix. Names that
+    are already safe are never changed, so feeds keep their names (`x` -> `x2paddle_x`).
+    """
+    ordered = list(dict.fromkeys(n for n in names if n))
+    taken = {n for n in ordered if _SAFE_NAME.fullmatch(n)}
+    mapping: dict[str, str] = {}
+    for name in ordered:
+        if name in taken:
+            continue
+        base = _UNSAFE_CHAR.sub("_", name)
+        candidate, suffix = base, 0
+        while candidate in taken:
+            suffix += 1
+            candidate = f"{base}_{suffix}"
+        taken.add(candidate)
+        mapping[name] = candidate
+    return mapping
+
+
+def _rename_graph(graph, mapping: Mapping[str, str]) -> None:
+    def new(name: str) -> str:
+        return mapping.get(name, name)
+
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        vi.name = new(vi.name)
+    for init in graph.initializer:
+        init.name = new(init.name)
+    for sparse in graph.sparse_initializer:
+        sparse.values.name = new(sparse.values.name)
+        sparse.indices.name = new(sparse.indices.name)
+    for annotation in graph.quantization_annotation:
+        annotation.tensor_name = new(annotation.tensor_name)
+    for node in graph.node:
+        node.name = new(node.name)
+        node.input[:] = [new(n) for n in node.input]
+        node.output[:] = [new(n) for n in node.output]
+        for sub in _subgraphs(node):
+            _rename_graph(sub, mapping)
+
+
+def sanitize_names(model):
+    """A copy of `model` with every unsafe name rewritten, and the original -> sanitised mapping."""
+    import onnx
+
+    mapping = sanitized_names(_graph_names(model.graph))
+    clean = onnx.ModelProto()
+    clean.CopyFrom(model)
+    if mapping:
+        _rename_graph(clean.graph, mapping)
+    return clean, mapping
+
+
+def onnx_name(paddle_name: str, renamed: Mapping[str, str]) -> str:
+    """The ONNX name behind an X2Paddle variable name (`x2paddle_<sanitised>`), for reports."""
+    if not paddle_name.startswith(FEED_PREFIX):
+        return paddle_name
+    bare = paddle_name[len(FEED_PREFIX):]
+    back = {v: k for k, v in renamed.items()}
+    return back.get(bare, bare)
+
+
+# --- conversion --------------------------------------------------------------------------------
+
+def _run_x2paddle(clean_onnx: Path, save_dir: Path, source: Path, timeout: float,
+                  dynamic_hint: str) -> tuple[dict, proc.ProcessRecord]:
+    request = {"onnx": str(clean_onnx), "save_dir": str(save_dir)}
+    # cwd: X2Paddle imports the code it generates from sys.path and may leave files behind
+    record = proc.run([sys.executable, "-m", CHILD, json.dumps(request)], timeout=timeout,
+                      cwd=str(save_dir.parent), what="X2Paddle (ONNX -> Paddle)")
+    result = error = None
+    for line in record.stdout.splitlines():
+        if line.startswith(RESULT_MARK):
+            result = json.loads(line[len(RESULT_MARK):])
+        elif line.startswith(ERROR_MARK):
+            error = json.loads(line[len(ERROR_MARK):])
+    if record.returncode == 0 and result is not None:
+        if not (Path(result["model_file"]).is_file() and Path(result["params_file"]).is_file()):
+            raise ExportError(f"X2Paddle reported success on {source.name} but wrote no inference model: {record.tail(2)}",
+                              "run with EDGEKIT_DEBUG=1 and report the model with this line")
+        return result, record
+    raise _x2paddle_failure(source, record, error, dynamic_hint)
+
+
+def _error_line(record: proc.ProcessRecord) -> str:
+    """The last `SomethingError: ...` line X2Paddle or Paddle printed, else the output's tail."""
+    for line in reversed((record.stdout + "\n" + record.stderr).splitlines()):
+        if _PRINTED_ERROR.match(line.strip()):
+            return line.strip()[:300]
+    return record.tail(2) or "no output"
+
+
+def _x2paddle_failure(source: Path, record: proc.ProcessRecord, error: dict | None, dynamic_hint: str) -> ExportError:
+    unsupported = sorted({m.group(1) for m in map(_UNSUPPORTED_OP_LINE.match, record.stdout.splitlines()) if m})
+    if unsupported:
+        return ExportError(f"X2Paddle 1.6.0 cannot convert {source.name}: no translation for ONNX op(s) {', '.join(unsupported)}",
+                           "export the model without those ops (another opset or model variant), or export it from Paddle directly")
+    if error and error.get("type") == "SyntaxError":
+        return ExportError(f"X2Paddle generated Python code that does not compile for {source.name}: {error.get('code_line', '')}",
+                           "report the model with this line (edgekit already rewrites names X2Paddle cannot use as identifiers)")
+    hint = (dynamic_hint + "; otherwise " if dynamic_hint else "") + \
+        "re-export the ONNX with opset 11-15, or export the model from Paddle directly"
+    if error and error.get("type") != "SystemExit":
+        where = f" at {error['where']}" if error.get("where") else ""
+        return ExportError(f"X2Paddle failed on {source.name}: {error['type']}: {error['message']}{where}", hint)
+    if record.signal_name:
+        return ExportError(f"X2Paddle died from {record.signal_name} while converting {source.name}: {_error_line(record)}", hint)
+    return ExportError(f"X2Paddle stopped without writing a model for {source.name}: {_error_line(record)}", hint)
+
+
+def _dynamic_hint(fixed_inputs: Mapping[str, tuple[int, ...]]) -> str:
+    """Shape-dependent ops (layer_norm, reshape) often fail on dimensions left dynamic past the batch."""
+    dynamic = {name: shape for name, shape in fixed_inputs.items() if any(d < 0 for d in shape[1:])}
+    if not dynamic:
+        return ""
+    example = " ".join(f"--input {name}:{'x'.join(str(d) if d > 0 else 'N' for d in shape)}" for name, shape in dynamic.items())
+    return f"the model keeps dynamic dimensions ({example}): fix them with real sizes for N"
+
+
+def _static_model(model_file: Path, params_file: Path, fixed_inputs: Mapping[str, tuple[int, ...]],
+                  renamed: Mapping[str, str], output_names: list[str]) -> tuple[StaticModel, dict, dict]:
+    program = prog.parse_program(model_file)
+    found, fetches = prog.feeds_and_fetches(program)
+    by_feed = {name: (shape, dtype) for name, shape, dtype in found}
+    feed_map = {}
+    for name in fixed_inputs:
+        paddle_name = FEED_PREFIX + renamed.get(name, name)
+        if paddle_name in by_feed:
+            feed_map[name] = paddle_name
+        else:   # X2Paddle drops inputs that no node reads
+            log.info("ONNX input %r is unused; the Paddle model has no feed for it", name)
+    if len(feed_map) != len(found) or len(fetches) != len(output_names):
+        raise ExportError(f"X2Paddle's model has feeds {[n for n, _, _ in found]} and {len(fetches)} fetch(es), but the ONNX "
+                          f"model has inputs {list(fixed_inputs)} and outputs {output_names}",
+                          "report the model: X2Paddle changed the model's interface")
+    feeds = tuple(InputSpec(name, shape, dtype) for name, shape, dtype in found)
+    fetch_map = dict(zip(output_names, fetches))   # X2Paddle keeps the graph's output order
+    return StaticModel(model_file, params_file, feeds, tuple(fetches), "onnx", prog.op_types(program)), feed_map, fetch_map
+
+
+# --- the check against ONNX Runtime ------------------------------------------------------------
+
+def _probe_inputs(model, fixed_inputs: Mapping[str, tuple[int, ...]], probe_shapes: Mapping[str, tuple[int, ...]],
+                  seed: int) -> list[dict[str, np.ndarray]]:
+    from onnx import helper
+
+    rng = np.random.default_rng(seed)
+    unknown = [name for name in probe_shapes if name not in fixed_inputs]
+    if unknown:
+        raise InputModelError(f"probe shape(s) for {', '.join(unknown)}, which the ONNX model does not have; its inputs "
+                              f"are {', '.join(fixed_inputs)}", "use the model's ONNX input names")
+    concrete = {}
+    for vi in graph_inputs(model):
+        have = fixed_inputs[vi.name]
+        shape = list(probe_shapes.get(vi.name, have))
+        if len(shape) != len(have) or any(h > 0 and s != h for h, s in zip(have, shape)):
+            raise InputModelError(f"probe shape {shape} for input {vi.name!r} does not fit its shape {_shape_text(have)}",
+                                  "give sizes only where the model's dimensions are dynamic")
+        if shape and shape[0] < 0:
+            shape[0] = DYNAMIC_BATCH
+        if any(d < 0 for d in shape):
+            raise ConfigError(f"input {vi.name!r} keeps dynamic dimension(s) {_shape_text(fixed_inputs[vi.name])} and the "
+                              f"ONNX Runtime check needs sizes for them",
+                              f"fix them with --input {vi.name}:{'x'.join(str(d if d > 0 else 1) for d in shape)} "
+                              "(or give probe shapes to keep them dynamic)")
+        concrete[vi.name] = (tuple(shape), helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type))
+    draws = []
+    for _ in range(CHECK_DRAWS):
+        draw = {}
+        for name, (shape, dtype) in concrete.items():
+            if np.issubdtype(dtype, np.floating):
+                draw[name] = rng.standard_normal(shape).astype(dtype)
+            else:
+                draw[name] = rng.integers(0, 2, shape).astype(dtype)
+        draws.append(draw)
+    return draws
+
+
+def _onnxruntime_outputs(onnx_path: Path, draws: list[dict[str, np.ndarray]]) -> list[list[np.ndarray]]:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC   # semantics-preserving rewrites only
+    try:
+        session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        return [[np.asarray(o) for o in session.run(None, draw)] for draw in draws]
+    except Exception as exc:  # onnxruntime raises its own Fail/InvalidArgument/RuntimeException types
+        raise InputModelError(f"ONNX Runtime cannot run {onnx_path.name} on the probe inputs: {_first_line(exc)}",
+                              "check the model with ONNX Runtime directly; give the input shapes it expects with --input") from exc
+
+
+def check_against_onnxruntime(model: StaticModel, onnx_path: Path, draws: list[dict[str, np.ndarray]],
+                              feed_map: Mapping[str, str], fetch_map: Mapping[str, str]) -> dict:
+    """Figures per output: the Paddle model on the static executor vs ONNX Runtime on the source file."""
+    import onnxruntime as ort
+
+    from .runner import StaticRunner
+
+    expected = _onnxruntime_outputs(onnx_path, draws)
+    runner = StaticRunner(model)
+    dtypes = {f.name: f.dtype for f in model.feeds}
+    got = [runner.run({feed_map[k]: v.astype(dtypes[feed_map[k]]) for k, v in draw.items() if k in feed_map}) for draw in draws]
+    outputs, failures = [], []
+    for i, (name, fetch) in enumerate(fetch_map.items()):
+        ref = np.stack([e[i] for e in expected])
+        out = np.stack([g[i] for g in got])
+        if ref.shape != out.shape:
+            if ref.size != out.size:
+                raise InputModelError(f"output {name!r} has shape {list(ref.shape[1:])} in ONNX Runtime but "
+                                      f"{list(out.shape[1:])} in the Paddle model X2Paddle made",
+                                      "fix dynamic dimensions with --input, or export the model from Paddle directly")
+            out = out.reshape(ref.shape)   # e.g. a scalar that X2Paddle keeps as shape [1]
+        scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+        figures = {"output": name, "fetch": fetch, "shape": list(ref.shape[1:]), "max_abs": max_abs(ref, out),
+                   "cosine": cosine(ref, out), "scale": scale, "max_abs_limit": ORT_MAX_ABS * max(1.0, scale),
+                   "min_cosine": ORT_MIN_COSINE}
+        figures["passed"] = bool(np.isfinite(out).all() and np.isfinite(ref).all()
+                                 and figures["max_abs"] <= figures["max_abs_limit"] and figures["cosine"] >= ORT_MIN_COSINE)
+        outputs.append(figures)
+        if not figures["passed"]:
+            failures.append(figures)
+    first = [next(iter(d.values()), np.zeros(1)) for d in draws]
+    samples = sum(a.shape[0] if a.ndim else 1 for a in first)
+    check = {"engine": f"paddle.static.Executor vs ONNX Runtime {ort.__version__} on the source .onnx",
+             "max_abs": max(o["max_abs"] for o in outputs), "min_cosine": min(o["cosine"] for o in outputs),
+             "samples": samples, "seed_draws": len(draws), "outputs": outputs}
+    if failures:
+        worst = failures[0]
+        error = InputModelError(
+            f"the Paddle model X2Paddle made from {onnx_path.name} disagrees with ONNX Runtime on output {worst['output']!r}: "
+            f"max abs {worst['max_abs']:.3g} (limit {worst['max_abs_limit']:.3g}), cosine {worst['cosine']:.6g} "
+            f"(min {ORT_MIN_COSINE})",
+            "X2Paddle mistranslated an op of this model: fix dynamic dimensions with --input, re-export the ONNX with "
+            "opset 11-15, or export the model from Paddle directly")
+        error.report_lines = check_lines(check)   # the CLI prints them before the error line
+        error.check = check
+        raise error
+    return check
+
+
+def check_lines(check: dict) -> list[str]:
+    """One ✓/✗ line per output, in the parity report's style."""
+    lines = [f"X2Paddle import vs ONNX Runtime on {check['samples']} seeded random samples:"]
+    for o in check["outputs"]:
+        mark = "✓" if o["passed"] else "✗"
+        lines.append(f"  {mark} [{o['output']}]: max_abs {o['max_abs']:.3g} (≤ {o['max_abs_limit']:.3g}), "
+                     f"cosine {o['cosine']:.8g} (≥ {o['min_cosine']})")
+    return lines
+
+
+# --- the stage ---------------------------------------------------------------------------------
+
+def import_onnx(onnx_path: Path, out_dir: Path, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+                timeout: float = 600.0, *, probe_shapes: Mapping[str, tuple[int, ...]] | None = None,
+                seed: int = 0) -> tuple[StaticModel, dict]:
+    """Convert `onnx_path` into `out_dir/model.pdmodel` + `model.pdiparams`, checked against ONNX Runtime.
+
+    `input_shapes` (ONNX input name -> dims, -1 keeps a dim dynamic) are written into
+    the model before conversion; `probe_shapes` give sizes for the check to dims that
+    stay dynamic (a dynamic first dim is probed with 2). Returns the StaticModel (its
+    `check` holds the ONNX Runtime figures) and an import report: source file, tool
+    versions, the X2Paddle command, original -> sanitised names, ONNX -> Paddle feed
+    and fetch names, and the check. Nothing is written to `out_dir` unless the check passes.
+    """
+    import onnx
+
+    onnx_path = Path(onnx_path).absolute()
+    out_dir = Path(out_dir).absolute()
+    source = load_onnx(onnx_path)
+    fixed = fix_input_shapes(source, dict(input_shapes or {}))
+    fixed_inputs = {vi.name: input_shape(vi) for vi in graph_inputs(fixed)}
+    draws = _probe_inputs(fixed, fixed_inputs, dict(probe_shapes or {}), seed)   # shape errors before the slow part
+    clean, renamed = sanitize_names(fixed)
+    opset = next((o.version for o in source.opset_import if o.domain in ("", "ai.onnx")), None)
+    notes = []
+    if opset is not None and opset > X2PADDLE_MAX_OPSET:
+        notes.append(f"opset {opset}: X2Paddle 1.6.0 translates it with its opset-{X2PADDLE_MAX_OPSET} rules")
+    if renamed:
+        log.info("renamed %d ONNX name(s) X2Paddle cannot use as identifiers", len(renamed))
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # scratch inside out_dir: same filesystem, so the checked files are renamed into place
+    with tempfile.TemporaryDirectory(prefix=".x2paddle-", dir=out_dir) as scratch:
+        work = Path(scratch)
+        onnx.save(clean, str(work / "model.onnx"))
+        result, record = _run_x2paddle(work / "model.onnx", work / "paddle", onnx_path, timeout, _dynamic_hint(fixed_inputs))
+        converted, feed_map, fetch_map = _static_model(Path(result["model_file"]), Path(result["params_file"]),
+                                                       fixed_inputs, renamed, [o.name for o in source.graph.output])
+        check = check_against_onnxruntime(converted, onnx_path, draws, feed_map, fetch_map)
+        for line in check_lines(check):
+            log.info("%s", line)
+        model_file, params_file = out_dir / "model.pdmodel", out_dir / "model.pdiparams"
+        shutil.move(str(converted.model_file), model_file)
+        shutil.move(str(converted.params_file), params_file)
+
+    model = StaticModel(model_file, params_file, converted.feeds, converted.fetches, "onnx", converted.op_types, check=check)
+    report = {
+        "source": {"path": str(onnx_path), "sha256": sha256_file(onnx_path), "opset": opset,
+                   "ir_version": source.ir_version, "producer": f"{source.producer_name} {source.producer_version}".strip()},
+        "versions": {"x2paddle": result.get("x2paddle"), "paddle": result.get("paddle"), "onnx": onnx.__version__,
+                     "onnxruntime": _version("onnxruntime")},
+        "x2paddle": record.to_manifest(),
+        "input_shapes": {name: list(shape) for name, shape in fixed_inputs.items()},
+        "renamed": dict(renamed),
+        "feeds": dict(feed_map),
+        "fetches": dict(fetch_map),
+        "check": check,
+        "notes": notes,
+    }
+    return model, report
+
+
+def _version(package: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None

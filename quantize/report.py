@@ -1,0 +1,152 @@
+"""The quantisation report: a Markdown file and a PNG of per-layer sensitivity.
+
+`quant_report.md` holds the budget and the verdict, the per-layer table (name,
+op type, measured error, int8 or float), every candidate tried with its accuracy,
+and the sizes; `sensitivity.png` plots the per-layer ranking with the float
+layers marked. Both are deterministic for the same search result.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .search import QuantSearchResult
+from .sensitivity import SENSITIVITY_METHODS
+
+REPORT_NAME = "quant_report.md"
+PLOT_NAME = "sensitivity.png"
+
+
+def _num(value: float | None, spec: str = ".4g") -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def _kib(count: int) -> str:
+    return f"{count / 1024:.1f} KiB"
+
+
+def _short_source(source: str) -> str:
+    """`/abs/path/model.py, line 24, in forward: x = self.conv(x)` -> `model.py:24 x = self.conv(x)`."""
+    if not source:
+        return ""
+    where, _, code = source.partition(": ")
+    parts = [p.strip() for p in where.split(",")]
+    name = Path(parts[0]).name if parts else ""
+    line = next((p.replace("line ", "") for p in parts if p.startswith("line ")), "")
+    text = f"{name}:{line} {code}".strip()
+    return text.replace("|", "\\|")[:80]
+
+
+def layer_rows(result: QuantSearchResult) -> list[dict]:
+    """One row per quantisable layer, in program order, with its measured sensitivity when there is one."""
+    measured = {s.layer.index: s for s in result.sensitivity}
+    floated = set(result.chosen.skip)
+    rows = []
+    for layer in result.layers:
+        s = measured.get(layer.index)
+        rows.append({
+            "name": layer.name, "op_type": layer.op_type, "weights": layer.weight_elements,
+            "source": _short_source(layer.source), "rank": s.rank if s else None, "value": s.value if s else None,
+            "cosine": s.score.cosine if s else None, "top1_drop": s.score.top1_drop if s else None,
+            "precision": "float" if layer.key in floated else ("int8" if layer.key else "int8 (no skip key)"),
+        })
+    return rows
+
+
+def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot_name: str | None = PLOT_NAME) -> str:
+    budget = result.budget
+    drop = budget.drop(result.chosen.score)
+    verdict = "meets the budget" if result.holds else "**misses the budget**"
+    method = result.plan.method if result.plan else "alone"
+    out = ["# INT8 quantisation report", ""]
+    out.append(f"- budget: {budget.describe()} ({budget.metric}), on {result.evaluation_samples} evaluation samples")
+    if result.reference_top1 is not None:
+        out.append(f"- FP32 reference top-1: {result.reference_top1:.2f} %")
+    chosen_top1 = f", top-1 {result.chosen.score.top1:.2f} %" if result.chosen.score.top1 is not None else ""
+    out.append(f"- chosen: calibration `{result.chosen.algo}`, {len(result.chosen.skip)} layer(s) kept in float; "
+               f"drop {drop:.4g}{chosen_top1}, cosine {result.chosen.score.cosine:.6f}: {verdict}")
+    out.append(f"- calibrations run: {result.calibrations} (the rest came from the cache)")
+    sizes = result.weight_bytes()
+    out.append(f"- quantisable-layer weights as deployed: {_kib(sizes['int8'])} int8 + {_kib(sizes['float'])} float "
+               f"(all fp32: {_kib(sizes['all_fp32'])})")
+    if nb_bytes is not None:
+        out.append(f"- final model.nb: {_kib(nb_bytes)}")
+    out.extend(f"- note: {n}" for n in result.notes)
+
+    out += ["", "## Layers", ""]
+    if result.sensitivity:
+        out.append(f"Sensitivity by method `{method}`: {SENSITIVITY_METHODS[method][0]}; rank 1 = most sensitive.")
+    else:
+        out.append("Sensitivity was not measured (the whole-model INT8 met the budget); every layer is int8.")
+    out += ["", "| # | layer | op | weights | source | rank | sensitivity | cosine | top-1 drop | precision |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for i, row in enumerate(layer_rows(result)):
+        out.append(f"| {i} | `{row['name']}` | {row['op_type']} | {row['weights']} | {row['source']} | "
+                   f"{_num(row['rank'], 'd')} | {_num(row['value'])} | {_num(row['cosine'], '.6f')} | "
+                   f"{_num(row['top1_drop'], '.2f')} | {row['precision']} |")
+
+    out += ["", "## Candidates tried", "",
+            "| # | stage | algorithm | float layers | drop | top-1 % | cosine | SNR dB | samples | meets | cached |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for i, c in enumerate(result.candidates):
+        floats = ", ".join(f"`{k}`" for k in c.skip) if len(c.skip) <= 3 else f"{len(c.skip)} layers"
+        meets = ("yes" if c.holds else "no") if c.samples == result.evaluation_samples else "—"
+        out.append(f"| {i} | {c.purpose} | {c.algo} | {floats or '—'} | {budget.drop(c.score):.4g} | "
+                   f"{_num(c.score.top1, '.2f')} | {c.score.cosine:.6f} | {c.score.snr_db:.1f} | {c.samples} | "
+                   f"{meets} | {'yes' if c.reused else 'no'} |")
+    if result.fallback is not None:
+        out += ["", "## Fallback steps", ""]
+        for step in result.fallback.steps:
+            floats = ", ".join(step.skip) or "none"
+            out.append(f"- {step.phase}: float = {floats}: drop {budget.drop(step.score):.4g} "
+                       f"({'holds' if step.holds else 'misses'})")
+    if plot_name and result.sensitivity:
+        out += ["", f"![per-layer sensitivity]({plot_name})"]
+    return "\n".join(out) + "\n"
+
+
+def plot_sensitivity(result: QuantSearchResult, path: Path) -> Path | None:
+    """A horizontal bar per measured layer (most sensitive on top); float layers in orange. None if unmeasured."""
+    if not result.sensitivity:
+        return None
+    from matplotlib.backends.backend_agg import FigureCanvasAgg   # no pyplot: no global figure state
+    from matplotlib.figure import Figure
+
+    method = result.plan.method if result.plan else "alone"
+    floated = set(result.chosen.skip)
+    ordered = list(reversed(result.sensitivity))          # barh draws bottom-up
+    values = [s.value for s in ordered]
+    positive = [v for v in values if v > 0]
+    floor = min(positive) / 10 if positive else 1e-12
+    shown = [max(v, floor) for v in values]
+    height = 1.2 + 0.32 * len(ordered)
+    figure = Figure(figsize=(7.5, height), dpi=100)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot(1, 1, 1)
+    colours = ["#e6550d" if s.layer.key in floated else "#3182bd" for s in ordered]
+    axes.barh(range(len(ordered)), shown, color=colours)
+    axes.set_yticks(range(len(ordered)))
+    axes.set_yticklabels([f"{s.layer.name} ({s.layer.op_type})" for s in ordered], fontsize=8)
+    if positive and max(positive) / floor > 100:
+        axes.set_xscale("log")
+    axes.set_xlabel(SENSITIVITY_METHODS[method][0] + " (1 - cosine)")
+    axes.set_title(f"INT8 sensitivity per layer ({method}); orange = kept in float", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, format="png", metadata={"Software": None})
+    return path
+
+
+def write_report(result: QuantSearchResult, folder: Path, nb_bytes: int | None = None) -> dict[str, Path]:
+    """Write `quant_report.md` (and `sensitivity.png` when layers were measured) into `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    written = {}
+    plot = plot_sensitivity(result, folder / PLOT_NAME)
+    if plot is not None:
+        written["plot"] = plot
+    report = folder / REPORT_NAME
+    report.write_text(render_markdown(result, nb_bytes, PLOT_NAME if plot else None), encoding="utf-8")
+    written["report"] = report
+    return written
+
+
+__all__ = ["render_markdown", "plot_sensitivity", "write_report", "layer_rows", "REPORT_NAME", "PLOT_NAME"]

@@ -1,0 +1,410 @@
+"""INT8 within an accuracy budget: calibration algorithm search, then per-layer float fallback.
+
+`quantize_to_budget` tries each calibration algorithm on the whole model, keeps
+the best one that meets the budget, and when none does, ranks the layers of the
+best one by measured sensitivity and keeps the worst in float until the budget
+holds (`sensitivity.py`). The result names every candidate tried.
+
+Calibrations are memoised on disk in a folder the caller passes in: a quantised
+model folder per (model files, calibration data, algorithm, settings, float
+layers) key, and a score per (that key, evaluation data). A rerun with the same
+inputs calibrates nothing. Without a cache folder the same keys live in the
+build's scratch folder, so one run never calibrates the same candidate twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field, fields, replace
+from importlib import metadata
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from edgekit.artifacts import QuantizedModel, StaticModel, sha256_file
+from edgekit.config import CALIBRATION_ALGOS, QuantConfig
+from edgekit.data import Samples
+from edgekit.errors import ConfigError, QuantizeError
+
+from . import ptq
+from .sensitivity import (SENSITIVITY_METHODS, Budget, Evaluator, Fallback, LayerSensitivity, QuantLayer, Score,
+                          analyse, fallback, max_float_layers, quantizable_layers)
+
+log = logging.getLogger(__name__)
+
+CACHE_FORMAT = "edgekit-ptq-cache/1"
+# QuantConfig fields that steer the search but not one calibration: outside the key, so changing them reuses entries
+SEARCH_ONLY_FIELDS = frozenset({"algo", "search_algos", "max_drop", "fallback", "max_float_fraction",
+                                "sensitivity_method", "sensitivity_samples", "cache_dir"})
+ENTRY = "entry.json"
+
+Quantize = Callable[..., QuantizedModel]     # the signature of ptq.quantize_int8
+
+
+# ---------------------------------------------------------------- cache keys (pure)
+
+
+def model_digest(model: StaticModel) -> str:
+    digest = hashlib.sha256()
+    for path in model.files():
+        digest.update(path.name.encode() + b"\0" + sha256_file(path).encode())
+    for feed in model.feeds:
+        digest.update(f"{feed.name}:{list(feed.shape)}:{feed.dtype}".encode())
+    return digest.hexdigest()
+
+
+def data_digest(samples: Samples, with_labels: bool = False) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(samples.inputs):
+        arr = np.ascontiguousarray(samples.inputs[name])
+        digest.update(f"{name}:{arr.dtype.str}:{list(arr.shape)}".encode())
+        digest.update(arr.tobytes())
+    if with_labels and samples.labels is not None:
+        digest.update(b"labels" + np.ascontiguousarray(samples.labels, np.int64).tobytes())
+    return digest.hexdigest()
+
+
+def calibration_settings(cfg: QuantConfig) -> dict:
+    """Everything besides model, data, algorithm and float layers that decides a calibration's result."""
+    settings = {f.name: getattr(cfg, f.name) for f in fields(cfg) if f.name not in SEARCH_ONLY_FIELDS}
+    settings["quantizable_ops"] = list(ptq.QUANTIZABLE_OPS)
+    # the one place PaddleSlim is called: a change to its arguments must not hit old entries
+    settings["ptq_source"] = hashlib.sha256(Path(ptq.__file__).read_bytes()).hexdigest()
+    for package in ("paddlepaddle", "paddleslim"):
+        try:
+            settings[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            settings[package] = None
+    return settings
+
+
+def cache_key(model: str, data: str, algo: str, settings: Mapping, skip: Sequence[str]) -> str:
+    payload = {"format": CACHE_FORMAT, "model": model, "data": data, "algo": algo,
+               "settings": dict(settings), "skip": sorted(set(skip))}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def score_key(calibration_key: str, evaluation: str) -> str:
+    return hashlib.sha256(f"{CACHE_FORMAT}|score|{calibration_key}|{evaluation}".encode()).hexdigest()
+
+
+# ---------------------------------------------------------------- the on-disk stores
+
+
+def _valid_entry(folder: Path) -> dict | None:
+    """An entry is usable only when complete: written last, with the sha256 of every file."""
+    try:
+        entry = json.loads((folder / ENTRY).read_text(encoding="utf-8"))
+        ok = entry.get("format") == CACHE_FORMAT and all(
+            sha256_file(folder / name) == digest for name, digest in entry["files"].items())
+    except (OSError, ValueError, KeyError, AttributeError):
+        return None
+    return entry if ok else None
+
+
+def _publish(tmp: Path, folder: Path) -> None:
+    """Rename a finished temp folder into place; a concurrent writer of the same key wins harmlessly."""
+    try:
+        os.rename(tmp, folder)
+    except OSError:
+        if _valid_entry(folder) is None:
+            shutil.rmtree(folder, ignore_errors=True)
+            os.rename(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    quantized: QuantizedModel
+    key: str
+    reused: bool          # found in the cache or scratch: no calibration ran
+
+
+class Calibrator:
+    """`quantize_int8` for one model and calibration set, any algorithm and float list, memoised by key.
+
+    Models are written to `scratch` (the build's work folder) unless `keep` asks
+    for the persistent `cache`; `keep` on a scratch entry copies it into the cache.
+    """
+
+    def __init__(self, model: StaticModel, samples: Samples, cfg: QuantConfig, scratch: Path,
+                 cache: Path | None = None, quantize: Quantize = ptq.quantize_int8) -> None:
+        self.model, self.samples, self.cfg = model, samples, cfg
+        self.scratch = scratch.absolute()            # PaddleSlim runs in its own working directory
+        self.cache = cache.absolute() if cache is not None else None
+        self._quantize = quantize
+        self._model_digest = model_digest(model)
+        self._data_digest = data_digest(samples)
+        self._settings = calibration_settings(cfg)
+        self.calibrations = 0                        # how many times PaddleSlim actually ran
+
+    def key(self, algo: str, skip: Sequence[str] = ()) -> str:
+        return cache_key(self._model_digest, self._data_digest, algo, self._settings, skip)
+
+    def __call__(self, algo: str, skip: Sequence[str] = (), keep: bool = False) -> Calibrated:
+        key = self.key(algo, skip)
+        roots = [r for r in (self.cache, self.scratch) if r is not None]
+        for root in roots:
+            entry = _valid_entry(root / key)
+            if entry is not None:
+                if keep and self.cache is not None and root != self.cache:
+                    return Calibrated(self._copy_to_cache(root / key, key), key, True)
+                return Calibrated(self._load(root / key, entry), key, True)
+        target = self.cache if keep and self.cache is not None else self.scratch
+        return Calibrated(self._calibrate(algo, tuple(sorted(set(skip))), key, target), key, False)
+
+    def _calibrate(self, algo: str, skip: tuple[str, ...], key: str, root: Path) -> QuantizedModel:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
+        try:
+            quantized = self._quantize(self.model, self.samples, replace(self.cfg, algo=algo), tmp, skip)
+            self.calibrations += 1
+            names = [p.name for p in quantized.model.files()]
+            entry = {"format": CACHE_FORMAT, "key": key, "algo": algo, "skip": list(skip),
+                     "calibration_samples": quantized.calibration_samples, "seconds": round(quantized.seconds, 3),
+                     "op_types": list(quantized.model.op_types), "model_file": quantized.model.model_file.name,
+                     "params_file": quantized.model.params_file.name if quantized.model.params_file else None,
+                     "files": {name: sha256_file(tmp / name) for name in names}}
+            (tmp / ENTRY).write_text(json.dumps(entry, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            _publish(tmp, root / key)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return self._load(root / key, _valid_entry(root / key) or {})
+
+    def _copy_to_cache(self, source: Path, key: str) -> QuantizedModel:
+        self.cache.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.cache))
+        shutil.copytree(source, tmp, dirs_exist_ok=True)
+        _publish(tmp, self.cache / key)
+        return self._load(self.cache / key, _valid_entry(self.cache / key) or {})
+
+    def _load(self, folder: Path, entry: dict) -> QuantizedModel:
+        if not entry:
+            raise QuantizeError(f"calibration cache entry {folder} is incomplete after writing it",
+                                "check free disk space and permissions of the cache folder, or pass --no-cache")
+        params = folder / entry["params_file"] if entry.get("params_file") else None
+        static = StaticModel(folder / entry["model_file"], params, self.model.feeds, self.model.fetches, "paddleslim-ptq",
+                             tuple(entry["op_types"]), self.model.sources)
+        return QuantizedModel(static, entry["algo"], int(entry["calibration_samples"]), float(entry["seconds"]))
+
+
+class ScoreStore:
+    """Scores of calibrated candidates, as small JSON files beside the models (or in memory without a cache)."""
+
+    def __init__(self, root: Path | None) -> None:
+        self.root = root.absolute() / "scores" if root is not None else None
+        self._memory: dict[str, Score] = {}
+
+    def get(self, key: str) -> Score | None:
+        if key in self._memory:
+            return self._memory[key]
+        if self.root is None:
+            return None
+        try:
+            raw = json.loads((self.root / f"{key}.json").read_text(encoding="utf-8"))
+            score = Score(float(raw["cosine"]), float(raw["snr_db"]), raw["top1"], raw["top1_drop"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        self._memory[key] = score
+        return score
+
+    def put(self, key: str, score: Score) -> None:
+        self._memory[key] = score
+        if self.root is None:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = self.root / f".{key}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(score.to_json(), sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, self.root / f"{key}.json")
+
+
+# ---------------------------------------------------------------- the search
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    budget: Budget
+    algos: tuple[str, ...] = ("avg",)        # calibration algorithms to try, in order of preference for ties
+    fallback: bool = True                    # keep sensitive layers in float when no algorithm meets the budget
+    max_float_fraction: float = 0.5          # at most this share of the quantisable layers may stay float
+    method: str = "alone"                    # see sensitivity.SENSITIVITY_METHODS
+    sensitivity_samples: int = 0             # evaluation samples for ranking layers; 0 = all of them
+    always_analyse: bool = False             # rank layers for the report even when no fallback is needed
+
+    def __post_init__(self) -> None:
+        unknown = [a for a in self.algos if a not in CALIBRATION_ALGOS]
+        if not self.algos or unknown:
+            raise ConfigError(f"calibration search algorithms {list(self.algos)} are not usable",
+                              f"list one or more of {', '.join(CALIBRATION_ALGOS)}")
+        if self.method not in SENSITIVITY_METHODS:
+            raise ConfigError(f"sensitivity method {self.method!r} is unknown", f"use one of {', '.join(SENSITIVITY_METHODS)}")
+        if self.sensitivity_samples < 0:
+            raise ConfigError("sensitivity_samples is negative", "give a sample count, or 0 for all evaluation samples")
+        max_float_layers(2, self.max_float_fraction)     # validates the fraction
+
+
+@dataclass(frozen=True)
+class Candidate:
+    algo: str
+    skip: tuple[str, ...]     # layers kept in float (skip_tensor_list)
+    score: Score
+    holds: bool               # meets the budget (only meaningful on the full evaluation set)
+    purpose: str              # "algorithm", "sensitivity", "fallback" or "final"
+    samples: int              # evaluation samples it was scored on
+    reused: bool              # no calibration ran for it (cache or earlier in this run)
+    seconds: float
+
+
+@dataclass(frozen=True)
+class QuantSearchResult:
+    quantized: QuantizedModel
+    chosen: Candidate
+    budget: Budget
+    reference_top1: float | None
+    layers: tuple[QuantLayer, ...]
+    candidates: tuple[Candidate, ...]                  # every candidate, in the order tried
+    sensitivity: tuple[LayerSensitivity, ...] = ()     # most sensitive first; empty when not measured
+    fallback: Fallback | None = None
+    plan: SearchPlan | None = None
+    evaluation_samples: int = 0
+    calibrations: int = 0                              # PaddleSlim runs this search needed (0 = all cached)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def holds(self) -> bool:
+        return self.chosen.holds
+
+    @property
+    def float_layers(self) -> tuple[QuantLayer, ...]:
+        keys = set(self.chosen.skip)
+        return tuple(layer for layer in self.layers if layer.key in keys)
+
+    def weight_bytes(self) -> dict:
+        """Weights of the quantisable layers as deployed: 1 byte per int8 weight, 4 per float weight."""
+        floated = sum(layer.weight_elements for layer in self.float_layers)
+        total = sum(layer.weight_elements for layer in self.layers)
+        return {"int8": total - floated, "float": 4 * floated, "all_fp32": 4 * total}
+
+    def lines(self) -> list[str]:
+        drop = self.budget.drop
+        out = [f"int8 search ({self.budget.describe()}, {self.evaluation_samples} evaluation samples, "
+               f"{self.calibrations} calibration(s) run):"]
+        for c in self.candidates:
+            if c.purpose in ("algorithm", "fallback"):
+                mark = "✓" if c.holds else "✗"
+                floats = f", float: {', '.join(c.skip)}" if c.skip else ""
+                top1 = f", top-1 {c.score.top1:.2f} %" if c.score.top1 is not None else ""
+                out.append(f"  {mark} {c.purpose} {c.algo}{floats}: drop {drop(c.score):.4g}{top1}, cosine "
+                           f"{c.score.cosine:.6f}{' (cached)' if c.reused else ''}")
+        floats = ", ".join(f"{layer.name} ({layer.op_type})" for layer in self.float_layers) or "none"
+        verdict = "meets" if self.holds else "MISSES"
+        out.append(f"  chosen: {self.chosen.algo}, layers kept in float: {floats}; {verdict} the budget "
+                   f"(drop {drop(self.chosen.score):.4g})")
+        out.extend(f"  note: {n}" for n in self.notes)
+        return out
+
+    def raise_if_over_budget(self) -> None:
+        if self.holds:
+            return
+        layer_count = sum(1 for layer in self.layers if layer.key)
+        error = QuantizeError(
+            f"INT8 misses the accuracy budget ({self.budget.describe()}): the best candidate found, {self.chosen.algo} "
+            f"with {len(self.chosen.skip)} of {layer_count} layers in float, drops {self.budget.drop(self.chosen.score):.4g}",
+            "raise --max-drop, add representative calibration data, try more algorithms (--search-algos), "
+            "allow more float layers ([quantize] max_float_fraction), or build --quant fp32")
+        error.report_lines = self.lines()
+        raise error
+
+    def to_json(self) -> dict:
+        return {
+            "budget": {"metric": self.budget.metric, "max_drop": self.budget.max_drop},
+            "holds": self.holds, "algo": self.chosen.algo, "float_layers": list(self.chosen.skip),
+            "drop": self.budget.drop(self.chosen.score), "score": self.chosen.score.to_json(),
+            "reference_top1": self.reference_top1, "evaluation_samples": self.evaluation_samples,
+            "calibrations": self.calibrations, "weight_bytes": self.weight_bytes(),
+            "method": self.plan.method if self.plan else None,
+            "candidates": [{"algo": c.algo, "float_layers": list(c.skip), "purpose": c.purpose, "holds": c.holds,
+                            "samples": c.samples, "reused": c.reused, "seconds": round(c.seconds, 3),
+                            **c.score.to_json()} for c in self.candidates],
+            "layers": [{"name": s.layer.name, "op_type": s.layer.op_type, "rank": s.rank, "value": s.value,
+                        "float": s.layer.key in set(self.chosen.skip)} for s in self.sensitivity],
+        }
+
+
+def choose(candidates: Sequence[Candidate], budget: Budget) -> Candidate:
+    """The best candidate that meets the budget (else the best one): least drop, then least error, then first."""
+    pool = [c for c in candidates if c.holds] or list(candidates)
+    return min(enumerate(pool), key=lambda ic: (budget.drop(ic[1].score), ic[1].score.error, ic[0]))[1]
+
+
+def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: QuantConfig,
+                       plan: SearchPlan, work_dir: Path, cache_dir: Path | None = None,
+                       quantize: Quantize = ptq.quantize_int8, evaluator: Evaluator | None = None) -> QuantSearchResult:
+    """INT8 of `model` that meets `plan.budget` on `evaluation`, or the best found (check `.holds`)."""
+    evaluator = evaluator or Evaluator.for_model(model, evaluation)
+    if plan.budget.metric == "top1_drop_points" and not evaluator.has_labels:
+        raise ConfigError("the accuracy budget is in top-1 points but the evaluation data has no labels",
+                          "give labelled evaluation data, or budget the output cosine")
+    calibrate = Calibrator(model, calibration, cfg, work_dir / "calibrations", cache_dir, quantize)
+    scores = ScoreStore(cache_dir)
+    eval_digest = data_digest(evaluation, with_labels=True)
+    judges = {id(evaluator): eval_digest}
+    candidates: list[Candidate] = []
+
+    def run(algo: str, skip: tuple[str, ...], purpose: str, judge: Evaluator) -> Candidate:
+        start = time.monotonic()
+        key = score_key(calibrate.key(algo, skip), judges[id(judge)])
+        score, reused = scores.get(key), True
+        if score is None:
+            calibrated = calibrate(algo, skip)
+            score, reused = judge.score(calibrated.quantized.model), calibrated.reused
+            scores.put(key, score)
+        full_set = judge is evaluator
+        candidate = Candidate(algo, tuple(skip), score, full_set and plan.budget.holds(score), purpose,
+                              len(judge.samples), reused, time.monotonic() - start)
+        candidates.append(candidate)
+        return candidate
+
+    best = choose([run(algo, (), "algorithm", evaluator) for algo in plan.algos], plan.budget)
+    layers = quantizable_layers(model)
+    controllable = [layer for layer in layers if layer.key]
+    limit = max_float_layers(len(controllable), plan.max_float_fraction)
+    notes: list[str] = []
+    need_fallback = not best.holds and plan.fallback and limit > 0
+    sensitivity: tuple[LayerSensitivity, ...] = ()
+    result_fallback = None
+    chosen = best
+    if need_fallback or plan.always_analyse:
+        ranker = evaluator
+        if 0 < plan.sensitivity_samples < len(evaluation):
+            ranker = Evaluator.for_model(model, evaluation.spread(plan.sensitivity_samples))
+            judges[id(ranker)] = data_digest(ranker.samples, with_labels=True)
+        full = best.score if ranker is evaluator else run(best.algo, (), "sensitivity", ranker).score
+        sensitivity = analyse(layers, lambda skip: run(best.algo, skip, "sensitivity", ranker).score, full, plan.method)
+    if need_fallback:
+        result_fallback = fallback([s.layer.key for s in sensitivity],
+                                   lambda skip: run(best.algo, skip, "fallback", evaluator).score,
+                                   plan.budget, limit, start=best.score)
+        tried = [c for c in candidates if c.purpose == "fallback" and c.algo == best.algo]
+        chosen = next((c for c in reversed(tried) if set(c.skip) == set(result_fallback.skip)), best)
+    elif not best.holds and not plan.fallback:
+        notes.append("layer fallback is off ([quantize] fallback = false)")
+    elif not best.holds:
+        notes.append(f"no layer may stay in float (max_float_fraction {plan.max_float_fraction:g} of {len(controllable)} layers)")
+    notes.append("candidates were chosen on the evaluation samples the parity gate also uses: "
+                 "a held-out set gives an unbiased figure")
+    final = calibrate(chosen.algo, chosen.skip, keep=True)
+    return QuantSearchResult(final.quantized, chosen, plan.budget, evaluator.reference_top1, layers, tuple(candidates),
+                             sensitivity, result_fallback, plan, len(evaluation), calibrate.calibrations, tuple(notes))
+
+
+__all__ = ["SearchPlan", "Candidate", "QuantSearchResult", "Calibrator", "ScoreStore", "quantize_to_budget", "choose",
+           "cache_key", "score_key", "model_digest", "data_digest", "calibration_settings"]
