@@ -22,16 +22,31 @@ def describe_nb(path: Path) -> dict:
         counts[key] = counts.get(key, 0) + 1
     targets = sorted({k.target for k in found} - {"Host", "Any", "Unk"})
     int8 = sum(1 for k in found if k.precision == "INT8")
+    runtime = _host_runtime_version()
+    lock = ("matches" if runtime and header.opt_version == runtime else
+            f"MISMATCH: this host's paddlelite runtime is {runtime}; load the .nb with the runtime of the opt that wrote it"
+            if runtime else "no paddlelite runtime on this host")
     text = [
         f"{path}: {header.file_bytes / 1024:.1f} KiB (graph {header.program_bytes / 1024:.1f} KiB, "
         f"weights {header.params_bytes / 1024:.1f} KiB)",
         f"  opt version {header.opt_version}, naive_buffer format {header.format_version}, "
         f"targets {', '.join(targets) or 'unknown'}, {len(found)} ops ({int8} with INT8 kernels)",
         "  kernels: " + ", ".join(f"{k}×{v}" for k, v in sorted(counts.items())),
+        f"  version lock: .nb written by opt {header.opt_version}; host runtime {runtime or '-'} ({lock})",
     ]
     return {"file": str(path), "bytes": header.file_bytes, "program_bytes": header.program_bytes,
             "params_bytes": header.params_bytes, "opt_version": header.opt_version, "targets": targets,
-            "kernels": counts, "int8_ops": int8, "text": text}
+            "kernels": counts, "int8_ops": int8, "host_runtime": runtime, "text": text}
+
+
+def _host_runtime_version() -> str | None:
+    """The version string the installed Paddle-Lite runtime writes into .nb headers (e.g. v2.13-rc)."""
+    try:
+        from .lite import opt_version
+
+        return opt_version()
+    except Exception:  # no paddlelite here: inspect still reads the header
+        return None
 
 
 def describe(path: Path) -> dict:

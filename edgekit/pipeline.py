@@ -305,6 +305,8 @@ def _manifest(cfg, run: _Run, static: StaticModel, quantized, device: LiteModel,
         "model": {
             "name": cfg.model.name, "file": "model.nb", "target": cfg.target.value, "abi": TARGETS[cfg.target].abi,
             "precision": cfg.precision.value, "opt_version": header.opt_version, "nb_format": header.format_version,
+            # the apps must link the Paddle-Lite runtime of the same release as the opt that wrote the .nb
+            "runtime_required": {"paddlelite": versions.collect()["paddlelite"], "opt_version": header.opt_version},
             "bytes": header.file_bytes, "program_bytes": header.program_bytes, "params_bytes": header.params_bytes,
             "inputs": [{"name": f.name, "shape": list(f.shape), "dtype": f.dtype} for f in static.feeds],
             "outputs": list(static.fetches), "source_ops": list(static.op_types), "origin": static.origin,

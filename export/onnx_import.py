@@ -63,6 +63,8 @@ def load_onnx(path: Path):
 
     if not path.is_file():
         raise InputModelError(f"ONNX model {path} does not exist", "check the --model path")
+    if path.stat().st_size == 0:
+        raise InputModelError(f"ONNX model {path} is empty", "re-export it or check the download")
     try:
         model = onnx.load(str(path))
     except Exception as exc:  # protobuf DecodeError, external-data OSError, ...: the file is not usable either way
@@ -72,7 +74,7 @@ def load_onnx(path: Path):
         onnx.checker.check_model(model)
     except Exception as exc:  # onnx.checker.ValidationError and C++ checker errors
         raise InputModelError(f"{path} is not a valid ONNX model: {_first_line(exc)}",
-                              "re-export it; `python -m onnx.checker` (onnx.checker.check_model) shows the problem") from exc
+                              "re-export it; onnx.checker.check_model(onnx.load(path), full_check=True) shows the details") from exc
     if not model.graph.node or not graph_inputs(model) or not model.graph.output:
         raise InputModelError(f"{path} holds no graph (no nodes, inputs or outputs)", "re-export the model")
     return model
