@@ -54,7 +54,9 @@ def load_inference(cfg: ModelConfig, out_dir: Path) -> StaticModel:
         scope = paddle.static.Scope()
         with paddle.static.scope_guard(scope):
             try:
-                loaded, feed_names, fetch_vars = paddle.static.load_inference_model(str(model_file.parent), exe)
+                # naming model_filename selects Paddle's legacy folder loader (one file per parameter)
+                loaded, feed_names, fetch_vars = paddle.static.load_inference_model(
+                    str(model_file.parent), exe, model_filename=model_file.name, params_filename=None)
             except Exception as exc:
                 raise InputModelError(f"cannot load {model_file.parent} ({type(exc).__name__})",
                                       "check that every parameter file saved with the model is there") from exc

@@ -79,3 +79,31 @@ def test_relative_paths_from_the_working_directory(tmp_path, cli, monkeypatch):
         "--target", "armv7", "--quiet")
     m = manifest(tmp_path / "build" / "flatten_net" / "armv7-int8")
     assert m["model"]["abi"] == "armeabi-v7a" and m["parity"]["passed"]
+
+
+def test_separate_params_layout(tmp_path, cli):
+    """The old `__model__` + one-file-per-parameter layout opt also accepts is normalised, not refused."""
+    import paddle
+
+    import tinymodels
+
+    paddle.disable_static()
+    layer = tinymodels.flatten_net()
+    layer.eval()
+    static = paddle.jit.to_static(layer, input_spec=[paddle.static.InputSpec([-1, 3, 8, 8], "float32", "x")], full_graph=True)
+    paddle.jit.save(static, str(tmp_path / "combined" / "model"))
+    paddle.enable_static()
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    scope = paddle.static.Scope()
+    legacy = tmp_path / "legacy"
+    with paddle.static.scope_guard(scope):
+        program, _, _ = paddle.static.load_inference_model(str(tmp_path / "combined" / "model"), exe)
+        params = [v for v in program.list_vars() if v.persistable and v.name not in ("feed", "fetch")]
+        paddle.static.save_vars(exe, str(legacy), program, vars=params)
+    (legacy / "__model__").write_bytes(program.desc.serialize_to_string())
+    assert len([p for p in legacy.iterdir() if p.name != "__model__"]) == len(params) == 4
+    out = tmp_path / "out"
+    cli("build", "--model", legacy, "--name", "legacy", "--out", out, "--quiet")
+    m = manifest(out / "legacy" / "arm64-fp32")
+    (stats,) = m["parity"]["outputs"]["A"]
+    assert stats["max_abs"] <= 1e-5
