@@ -73,7 +73,8 @@ def _guarded(fn):
 @app.command()
 def build(
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model: a .pdmodel file, a folder holding an exported "
-                                        "inference model, or package.module:factory returning a paddle.nn.Layer. "
+                                        "inference model, an .onnx file (converted with X2Paddle, checked against ONNX Runtime), "
+                                        "or package.module:factory returning a paddle.nn.Layer. "
                                         "Default: [model] of --config, else ./edgekit.toml, else the bundled digits example."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="edgekit.toml with [model], [data], [preprocess], "
                                           "[build], [quantize], [parity]; flags override it."),
@@ -82,7 +83,8 @@ def build(
     weights: Optional[Path] = typer.Option(None, "--weights", help="A .pdparams state dict for a factory model."),
     params: Optional[Path] = typer.Option(None, "--params", help="The .pdiparams of an exported model, when not beside it."),
     inputs: List[str] = typer.Option([], "--input", "-i", help="Input spec name:shape[:dtype], e.g. image:-1x3x224x224:float32 "
-                                     "(-1 = dynamic). Required for factory models; for exported models fixes dynamic dims."),
+                                     "(-1 = dynamic). Required for factory models; for exported models fixes dynamic dims; "
+                                     "for .onnx models use the ONNX input names (the sizes are written into the model)."),
     calib: Optional[Path] = typer.Option(None, "--calib", help="Calibration data for int8: an image folder (uses [preprocess]) or .npz/.npy."),
     eval_data: Optional[Path] = typer.Option(None, "--eval", help="Evaluation data for parity: image folder (class sub-folders "
                                              "named as in --labels give labels) or .npz with optional 'labels'. Default: the "
@@ -174,6 +176,51 @@ def _parity(path: Path) -> None:
         typer.echo(line)
     if not ok:
         raise typer.Exit(9)
+
+
+import_app = typer.Typer(no_args_is_help=True, help="Convert models from other frameworks into Paddle inference models.")
+app.add_typer(import_app, name="import")
+
+
+@import_app.command("onnx")
+def import_onnx_command(
+    model: Path = typer.Argument(..., help="The .onnx file (PyTorch users: export with torch.onnx.export first)."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for model.pdmodel, model.pdiparams and import.json (must not exist)."),
+    inputs: List[str] = typer.Option([], "--input", "-i", help="ONNX input name:shape, e.g. x:1x3x48x320; fixes dynamic dims "
+                                     "X2Paddle cannot carry (-1 keeps a dim dynamic)."),
+    timeout: float = typer.Option(600.0, "--timeout", help="Seconds X2Paddle may take."),
+) -> None:
+    """X2Paddle conversion with unsafe names sanitised, checked against ONNX Runtime (disagreement is an error)."""
+    _guarded(_import_onnx)(model, out, inputs, timeout)
+
+
+def _import_onnx(model: Path, out: Path, inputs: List[str], timeout: float) -> None:
+    import shutil
+    import tempfile
+
+    from .config import InputSpec
+    from .errors import ConfigError
+    from .export.onnx_import import import_onnx
+
+    out = out.expanduser().absolute()
+    if out.exists():
+        raise ConfigError(f"{out} already exists", "pass a new folder to --out")
+    shapes = {spec.name: spec.shape for spec in (InputSpec.parse(i) for i in inputs)}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".edgekit-import-", dir=out.parent))
+    try:
+        static, report = import_onnx(model.expanduser().absolute(), staging, shapes, timeout=timeout)
+        (staging / "import.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+        staging.replace(out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    from .export.onnx_import import check_lines
+
+    for line in check_lines(report["check"]):
+        typer.echo(line)
+    typer.echo(f"feeds: {', '.join(f'{k} -> {v}' for k, v in report['feeds'].items())}; "
+               f"{len(report.get('renamed', {}))} name(s) sanitised")
+    typer.echo(f"paddle model: {out / static.model_file.name} (+ {static.params_file.name}, import.json)")
 
 
 def main() -> None:

@@ -47,6 +47,7 @@ class _Run:
     progress: Progress
     timings: dict = field(default_factory=dict)
     commands: list = field(default_factory=list)
+    onnx_import: dict | None = None     # the ONNX import report (names, feeds, ONNX Runtime check)
 
     @contextmanager
     def stage(self, name: str) -> Iterator[None]:
@@ -130,12 +131,20 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
             probe = StaticModel(Path(), None, cfg.model.inputs, (), "dygraph")
             probe_samples = _load(cfg, probe, cfg.data.evaluation, labels) if cfg.data.evaluation else _synthetic(probe, 4)
             static = export_stage.export_dygraph(cfg.model, run.work / "export", dict(probe_samples.head(8).inputs))
+        elif cfg.model.model_file is not None and cfg.model.model_file.suffix.lower() == ".onnx":
+            from .export.onnx_import import import_onnx
+
+            # checked against ONNX Runtime inside: no Executor-vs-Paddle-Inference cross check later
+            static, run.onnx_import = import_onnx(cfg.model.model_file, run.work / "export",
+                                                  {spec.name: spec.shape for spec in cfg.model.inputs},
+                                                  timeout=cfg.tool_timeout)
         else:
             static = export_stage.load_inference(cfg.model, run.work / "export")
 
     with run.stage("data"):
-        evaluation = _load(cfg, static, cfg.data.evaluation, labels) if cfg.data.evaluation else None
-        calibration = _load(cfg, static, cfg.data.calibration, labels) if cfg.data.calibration else None
+        aliases = run.onnx_import["feeds"] if run.onnx_import else None
+        evaluation = _load(cfg, static, cfg.data.evaluation, labels, aliases) if cfg.data.evaluation else None
+        calibration = _load(cfg, static, cfg.data.calibration, labels, aliases) if cfg.data.calibration else None
         evaluation = evaluation or calibration or _synthetic(static, 16)
         evaluation = evaluation.head(cfg.gates.max_samples)
         if static.origin == "inference":
@@ -195,8 +204,12 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
     return BuildResult(result_bundle, report, dict(run.timings))
 
 
-def _load(cfg: BuildConfig, model: StaticModel, path: Path, labels) -> Samples:
-    samples = load_samples(path, model.feed_names, cfg.data.preprocess, labels)
+def _load(cfg: BuildConfig, model: StaticModel, path: Path, labels, aliases: dict | None = None) -> Samples:
+    """Load data for `model`; `aliases` maps ONNX input names (as users name .npz arrays) to program feeds."""
+    to_feed = dict(aliases or {})
+    to_source = {feed: name for name, feed in to_feed.items()}
+    samples = load_samples(path, [to_source.get(n, n) for n in model.feed_names], cfg.data.preprocess, labels)
+    samples = Samples({to_feed.get(k, k): v for k, v in samples.inputs.items()}, samples.labels, samples.files, samples.source)
     _check_shapes(model, samples, str(path))
     dtypes = {f.name: f.dtype for f in model.feeds}
     # tensors saved as float64 (numpy's default) feed a float32 model as float32
@@ -300,6 +313,8 @@ def _manifest(cfg, run: _Run, static: StaticModel, quantized, device: LiteModel,
         if static.params_file is not None:
             source_files["params_file"] = {"path": str(cfg.model.params_file or cfg.model.model_file),
                                            "sha256": sha256_file(static.params_file)}
+    if run.onnx_import:
+        source_files["onnx"] = {k: run.onnx_import["source"][k] for k in ("path", "sha256")}
     manifest = {
         "created_utc": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
         "model": {
@@ -314,6 +329,7 @@ def _manifest(cfg, run: _Run, static: StaticModel, quantized, device: LiteModel,
         "host_twin": {"file": str(twin.nb_file.relative_to(device.nb_file.parent)), "target": "x86", "precision": "fp32",
                       "bytes": twin_header.file_bytes, "rewrites": list(twin.rewrites)},
         "source": source_files,
+        "onnx_import": run.onnx_import,
         "versions": dict(versions.collect(), opt=device.opt_version, edgekit_source=versions.source_revision()),
         "config": cfg.to_json(),
         "commands": [{"equivalent": list(lm.argv), "ran": list(lm.process_argv), "inputs_sha256": lm.inputs_sha256,

@@ -7,7 +7,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-PACKAGES = ("paddlepaddle", "paddleslim", "paddlelite", "numpy", "opencv-python", "typer", "edgekit")
+PACKAGES = ("paddlepaddle", "paddleslim", "paddlelite", "numpy", "opencv-python", "typer", "x2paddle", "onnx",
+            "onnxruntime", "edgekit")
 
 
 def source_revision() -> dict | None:

@@ -32,9 +32,10 @@ def main(argv: list[str]) -> int:
     try:
         from x2paddle.convert import onnx2paddle
 
-        # disable_feedback: X2Paddle otherwise reports every conversion to a Baidu statistics URL
-        onnx2paddle(request["onnx"], save_dir, input_shape_dict=request.get("input_shape_dict"),
-                    disable_feedback=True, enable_onnx_checker=True)
+        # disable_feedback: X2Paddle otherwise reports every conversion to a Baidu statistics URL.
+        # No input_shape_dict: the parent writes fixed dims into the model itself (X2Paddle's
+        # option re-appends the named inputs at the end of graph.input and cannot keep a dim dynamic).
+        onnx2paddle(request["onnx"], save_dir, disable_feedback=True, enable_onnx_checker=True)
     except (Exception, SystemExit) as exc:  # X2Paddle raises bare Exception, AssertionError and SystemExit alike
         sys.stdout.flush()
         frames = traceback.extract_tb(exc.__traceback__)

@@ -5,16 +5,17 @@
     ONNX Runtime running the untouched model.onnx -> out_dir/model.pdmodel + .pdiparams
 
 X2Paddle 1.6.0 writes ONNX names into generated Python code as `x2paddle_<name>`
-after replacing only ` .*?\\/-:;`; any other character (`@`, `+`, `[`, non-ASCII)
-gives a SyntaxError, and its replacement is not collision-free (`a.b`, `a:b` and
-`a_b` all become `x2paddle_a_b`). So every name outside `[A-Za-z0-9_]` is
+after replacing only ` .*?\\/-:;`; other characters (`@`, `+`, `[`, ...) give a
+SyntaxError, and its replacement is not collision-free (`a.b`, `a:b` and `a_b` all
+become `x2paddle_a_b`). So every name outside `[A-Za-z0-9_]` is
 rewritten here, injectively, before X2Paddle sees the model (FACTS.md).
 
 A model that converts but disagrees with ONNX Runtime raises `InputModelError`,
 like `inference.cross_check` does when two engines disagree: the imported model is
 then not a reference anything downstream can be checked against, and the user's
 way out is on the model side (fixed shapes, another opset, a Paddle export).
-`ConversionError` (exit 8) means paddle_lite_opt in every message and README.
+Not `ConversionError`: its exit code 8 is documented as "paddle_lite_opt failed".
+X2Paddle failures are `ExportError` (exit 5): for ONNX, X2Paddle is the export stage.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import numpy as np
 from edgekit import proc
 from edgekit.artifacts import StaticModel, sha256_file
 from edgekit.config import InputSpec
-from edgekit.errors import ConfigError, ExportError, InputModelError
+from edgekit.errors import ConfigError, ExportError, InputModelError, ToolError
 from edgekit.parity import cosine, max_abs
 
 from . import program as prog
@@ -99,8 +100,10 @@ def fix_input_shapes(model, shapes: Mapping[str, tuple[int, ...]]):
     inputs = {vi.name: vi for vi in graph_inputs(model)}
     unknown = [name for name in shapes if name not in inputs]
     if unknown:
+        first = next(iter(inputs.values()))
         raise InputModelError(f"input(s) {', '.join(unknown)} not in the ONNX model; its inputs are {', '.join(inputs)}",
-                              "use the model's ONNX input names in --input (e.g. --input x:1x3x48x320)")
+                              f"use the model's ONNX input names in --input (e.g. --input {first.name}:"
+                              f"{_spec_text(input_shape(first))}, a size for each ?)")
     for name, given in shapes.items():
         have = input_shape(inputs[name])
         has_shape = inputs[name].type.tensor_type.HasField("shape")
@@ -222,15 +225,6 @@ def sanitize_names(model):
     return clean, mapping
 
 
-def onnx_name(paddle_name: str, renamed: Mapping[str, str]) -> str:
-    """The ONNX name behind an X2Paddle variable name (`x2paddle_<sanitised>`), for reports."""
-    if not paddle_name.startswith(FEED_PREFIX):
-        return paddle_name
-    bare = paddle_name[len(FEED_PREFIX):]
-    back = {v: k for k, v in renamed.items()}
-    return back.get(bare, bare)
-
-
 # --- conversion --------------------------------------------------------------------------------
 
 def _run_x2paddle(clean_onnx: Path, save_dir: Path, source: Path, timeout: float,
@@ -284,8 +278,12 @@ def _dynamic_hint(fixed_inputs: Mapping[str, tuple[int, ...]]) -> str:
     dynamic = {name: shape for name, shape in fixed_inputs.items() if any(d < 0 for d in shape[1:])}
     if not dynamic:
         return ""
-    example = " ".join(f"--input {name}:{'x'.join(str(d) if d > 0 else 'N' for d in shape)}" for name, shape in dynamic.items())
-    return f"the model keeps dynamic dimensions ({example}): fix them with real sizes for N"
+    example = " ".join(f"--input {name}:{_spec_text(shape)}" for name, shape in dynamic.items())
+    return f"the model keeps dynamic dimensions: fix them with {example} (a size for each ?)"
+
+
+def _spec_text(shape: tuple[int, ...]) -> str:
+    return "x".join(str(d) if d > 0 else "?" for d in shape)
 
 
 def _static_model(model_file: Path, params_file: Path, fixed_inputs: Mapping[str, tuple[int, ...]],
@@ -332,8 +330,8 @@ def _probe_inputs(model, fixed_inputs: Mapping[str, tuple[int, ...]], probe_shap
         if any(d < 0 for d in shape):
             raise ConfigError(f"input {vi.name!r} keeps dynamic dimension(s) {_shape_text(fixed_inputs[vi.name])} and the "
                               f"ONNX Runtime check needs sizes for them",
-                              f"fix them with --input {vi.name}:{'x'.join(str(d if d > 0 else 1) for d in shape)} "
-                              "(or give probe shapes to keep them dynamic)")
+                              f"fix them with --input {vi.name}:{_spec_text(have)} (a size for each ?), "
+                              "or give probe shapes to keep them dynamic")
         concrete[vi.name] = (tuple(shape), helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type))
     draws = []
     for _ in range(CHECK_DRAWS):
@@ -397,10 +395,10 @@ def check_against_onnxruntime(model: StaticModel, onnx_path: Path, draws: list[d
              "max_abs": max(o["max_abs"] for o in outputs), "min_cosine": min(o["cosine"] for o in outputs),
              "samples": samples, "seed_draws": len(draws), "outputs": outputs}
     if failures:
-        worst = failures[0]
+        bad = failures[0]
         error = InputModelError(
-            f"the Paddle model X2Paddle made from {onnx_path.name} disagrees with ONNX Runtime on output {worst['output']!r}: "
-            f"max abs {worst['max_abs']:.3g} (limit {worst['max_abs_limit']:.3g}), cosine {worst['cosine']:.6g} "
+            f"the Paddle model X2Paddle made from {onnx_path.name} disagrees with ONNX Runtime on output {bad['output']!r}: "
+            f"max abs {bad['max_abs']:.3g} (limit {bad['max_abs_limit']:.3g}), cosine {bad['cosine']:.6g} "
             f"(min {ORT_MIN_COSINE})",
             "X2Paddle mistranslated an op of this model: fix dynamic dimensions with --input, re-export the ONNX with "
             "opset 11-15, or export the model from Paddle directly")
@@ -422,6 +420,18 @@ def check_lines(check: dict) -> list[str]:
 
 # --- the stage ---------------------------------------------------------------------------------
 
+TOOLS = ("x2paddle", "onnx", "onnxruntime")
+
+
+def _require_tools() -> None:
+    from importlib.util import find_spec
+
+    missing = [name for name in TOOLS if find_spec(name) is None]
+    if missing:
+        raise ToolError(f"ONNX import needs {', '.join(missing)}, which this environment lacks",
+                        "install edgekit's pinned set again (./run recreates the venv; pip install -e . inside it)")
+
+
 def import_onnx(onnx_path: Path, out_dir: Path, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
                 timeout: float = 600.0, *, probe_shapes: Mapping[str, tuple[int, ...]] | None = None,
                 seed: int = 0) -> tuple[StaticModel, dict]:
@@ -434,6 +444,7 @@ def import_onnx(onnx_path: Path, out_dir: Path, input_shapes: Mapping[str, tuple
     versions, the X2Paddle command, original -> sanitised names, ONNX -> Paddle feed
     and fetch names, and the check. Nothing is written to `out_dir` unless the check passes.
     """
+    _require_tools()
     import onnx
 
     onnx_path = Path(onnx_path).absolute()
@@ -464,6 +475,8 @@ def import_onnx(onnx_path: Path, out_dir: Path, input_shapes: Mapping[str, tuple
         model_file, params_file = out_dir / "model.pdmodel", out_dir / "model.pdiparams"
         shutil.move(str(converted.model_file), model_file)
         shutil.move(str(converted.params_file), params_file)
+        command = record.to_manifest()
+        command["argv"] = [arg.replace(str(work), "<scratch>") for arg in command["argv"]]   # same inputs, same manifest
 
     model = StaticModel(model_file, params_file, converted.feeds, converted.fetches, "onnx", converted.op_types, check=check)
     report = {
@@ -471,7 +484,7 @@ def import_onnx(onnx_path: Path, out_dir: Path, input_shapes: Mapping[str, tuple
                    "ir_version": source.ir_version, "producer": f"{source.producer_name} {source.producer_version}".strip()},
         "versions": {"x2paddle": result.get("x2paddle"), "paddle": result.get("paddle"), "onnx": onnx.__version__,
                      "onnxruntime": _version("onnxruntime")},
-        "x2paddle": record.to_manifest(),
+        "x2paddle": command,
         "input_shapes": {name: list(shape) for name, shape in fixed_inputs.items()},
         "renamed": dict(renamed),
         "feeds": dict(feed_map),

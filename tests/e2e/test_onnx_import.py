@@ -11,6 +11,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from edgekit.artifacts import sha256_file
 from edgekit.errors import ConfigError, ExportError, InputModelError, ToolError
 from edgekit.export.onnx_import import check_against_onnxruntime, import_onnx
 from edgekit.export.runner import StaticRunner
@@ -49,11 +50,7 @@ def cnn(path: Path, names: dict, seed: int = 0) -> Path:
 
 
 def onnxruntime_run(path: Path, feeds: dict) -> list[np.ndarray]:
-    return ORT_SESSION(path).run(None, feeds)
-
-
-def ORT_SESSION(path: Path):
-    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +79,14 @@ def test_converted_model_matches_onnxruntime(plain):
     (got,) = StaticRunner(model).run({"x2paddle_x": x})
     assert got.shape == (3, 5)
     assert max_abs(expected, got) < 1e-4 and cosine(expected, got) > 0.99999
+
+
+def test_reimport_gives_the_same_files(plain, tmp_path):
+    source, model, report = plain
+    again, again_report = import_onnx(source, tmp_path / "again", None, timeout=300)
+    assert sha256_file(again.model_file) == sha256_file(model.model_file)
+    assert sha256_file(again.params_file) == sha256_file(model.params_file)
+    assert again_report["x2paddle"]["argv"] == report["x2paddle"]["argv"]        # no scratch paths in the record
 
 
 def test_names_x2paddle_cannot_use_are_rewritten_and_kept(tmp_path, monkeypatch):
@@ -133,7 +138,7 @@ def test_dynamic_dims_need_sizes_for_the_check(tmp_path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
     with pytest.raises(ConfigError, match="keeps dynamic dimension") as info:
         import_onnx(path, tmp_path / "out", None, timeout=300)
-    assert "--input x:2x3x1x1" in info.value.hint
+    assert "--input x:?x3x?x?" in info.value.hint
 
 
 def test_unsupported_op_and_timeout(tmp_path):
@@ -149,3 +154,48 @@ def test_unsupported_op_and_timeout(tmp_path):
         import_onnx(path, tmp_path / "out2", None, timeout=0.05)
     assert [p for p in (tmp_path / "out2").iterdir()] == []           # the scratch folder is gone
     assert os.listdir(tmp_path / "out") == []
+
+
+def test_edgekit_build_of_an_onnx_model_with_unsafe_names(tmp_path, monkeypatch):
+    """`edgekit build --model m.onnx`: import, int8 with data named after the ONNX input, parity, bundle."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from edgekit.cli import app
+
+    source = cnn(tmp_path / "weird.onnx", WEIRD)
+    rng = np.random.default_rng(3)
+    np.savez(tmp_path / "calib.npz", **{"input.1": rng.standard_normal((32, 3, 16, 16)).astype(np.float32)})
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["build", "--model", str(source), "--input", "input.1:-1x3x16x16", "--quant", "int8",
+                                      "--calib", str(tmp_path / "calib.npz"), "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    m = json.loads((out / "weird" / "arm64-int8" / "manifest.json").read_text())
+    assert m["model"]["origin"] == "onnx"
+    assert m["onnx_import"]["renamed"]["conv.weight@0"] != "conv.weight@0"
+    assert m["source"]["onnx"]["sha256"] == sha256_file(source)
+    assert all(c["passed"] for c in m["parity"]["checks"])
+    assert any("ONNX Runtime" in n for n in m["parity"]["notes"])
+
+
+def test_edgekit_import_onnx_command(tmp_path):
+    from typer.testing import CliRunner
+
+    from edgekit.cli import app
+
+    source = cnn(tmp_path / "weird.onnx", WEIRD)
+    out = tmp_path / "paddle"
+    result = CliRunner().invoke(app, ["import", "onnx", str(source), "--out", str(out), "--input", "input.1:-1x3x16x16"])
+    assert result.exit_code == 0, result.output
+    assert "✓ [logits:0]" in result.output and "input.1 -> x2paddle_input_1" in result.output
+    from edgekit.export.program import feeds_and_fetches, parse_program
+
+    found, _ = feeds_and_fetches(parse_program(out / "model.pdmodel"))
+    assert [f[0] for f in found] == ["x2paddle_input_1"]
+    import json
+
+    report = json.loads((out / "import.json").read_text())
+    assert report["source"]["sha256"] == sha256_file(source)
+    again = CliRunner().invoke(app, ["import", "onnx", str(source), "--out", str(out)])
+    assert again.exit_code == 2 and "already exists" in again.output

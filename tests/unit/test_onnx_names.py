@@ -9,10 +9,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from edgekit.errors import ExportError, InputModelError
+from edgekit.errors import ConfigError, ExportError, InputModelError
 from edgekit.export.onnx_import import (
-    _dynamic_hint, _x2paddle_failure, fix_input_shapes, graph_inputs, input_shape, load_onnx, onnx_name,
-    sanitize_names, sanitized_names,
+    _dynamic_hint, _probe_inputs, _x2paddle_failure, fix_input_shapes, graph_inputs, input_shape, load_onnx, sanitize_names,
+    sanitized_names,
 )
 from edgekit.proc import ProcessRecord
 
@@ -106,13 +106,6 @@ def test_model_without_unsafe_names_is_unchanged():
     assert clean.SerializeToString() == model.SerializeToString()
 
 
-def test_onnx_name_maps_x2paddle_variables_back():
-    renamed = {"input.1": "input_1", "Conv@0": "Conv_0"}
-    assert onnx_name("x2paddle_input_1", renamed) == "input.1"
-    assert onnx_name("x2paddle_x", renamed) == "x"
-    assert onnx_name("save_infer_model/scale_0.tmp_0", renamed) == "save_infer_model/scale_0.tmp_0"
-
-
 def _dynamic_model(extra_input_initializer: bool = False) -> onnx.ModelProto:
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"]),
               helper.make_tensor_value_info("scale", TensorProto.FLOAT, [1])]
@@ -158,9 +151,32 @@ def test_shapes_that_do_not_fit_the_model(shape, needle):
         fix_input_shapes(_dynamic_model(), {"x": shape})
 
 
+def test_probe_inputs_are_seeded_and_fill_only_the_batch():
+    graph = helper.make_graph([helper.make_node("Gather", ["table", "ids"], ["y"])], "g",
+                              [helper.make_tensor_value_info("table", TensorProto.FLOAT, ["N", 3, 8, 8]),
+                               helper.make_tensor_value_info("ids", TensorProto.INT64, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph)
+    shapes = {vi.name: input_shape(vi) for vi in graph_inputs(model)}
+    draws = _probe_inputs(model, shapes, {}, seed=0)
+    assert len(draws) == 2 and draws[0]["table"].shape == (2, 3, 8, 8) and draws[0]["table"].dtype == np.float32
+    assert draws[0]["ids"].dtype == np.int64 and set(np.unique(draws[0]["ids"])) <= {0, 1}
+    assert not np.array_equal(draws[0]["table"], draws[1]["table"])
+    again = _probe_inputs(model, shapes, {}, seed=0)
+    assert all(np.array_equal(a[k], b[k]) for a, b in zip(draws, again) for k in a)
+    assert _probe_inputs(model, shapes, {"table": (1, 3, 8, 8)}, seed=0)[0]["table"].shape == (1, 3, 8, 8)
+    with pytest.raises(InputModelError, match="does not fit"):
+        _probe_inputs(model, shapes, {"table": (1, 4, 8, 8)}, seed=0)
+    spatial = {"table": (-1, 3, -1, -1), "ids": (4,)}
+    with pytest.raises(ConfigError, match="keeps dynamic dimension") as info:
+        _probe_inputs(model, spatial, {}, seed=0)
+    assert "--input table:?x3x?x?" in info.value.hint
+    assert _probe_inputs(model, spatial, {"table": (1, 3, 32, 64)}, seed=0)[0]["table"].shape == (1, 3, 32, 64)
+
+
 def test_dynamic_hint_only_for_dims_past_the_batch():
     assert _dynamic_hint({"x": (-1, 3, 48, 320)}) == ""
-    assert "--input x:Nx3xNxN" in _dynamic_hint({"x": (-1, 3, -1, -1)})
+    assert "--input x:?x3x?x?" in _dynamic_hint({"x": (-1, 3, -1, -1)})
 
 
 def test_load_onnx_errors(tmp_path):
@@ -192,7 +208,7 @@ def test_failure_messages_say_what_x2paddle_did(tmp_path):
                               {"type": "SystemExit", "message": "X2Paddle exited before writing a model"},
                               _dynamic_hint({"x": (-1, 3, -1, -1)}))
     assert str(exit0).endswith("ValueError: Given normalized_shape is [120], expected input")
-    assert exit0.hint.startswith("the model keeps dynamic dimensions (--input x:Nx3xNxN)")
+    assert exit0.hint.startswith("the model keeps dynamic dimensions: fix them with --input x:?x3x?x?")
     syntax = _x2paddle_failure(src, _record(1), {"type": "SyntaxError", "message": "invalid decimal literal",
                                                   "code_line": "x2paddle_Constant@0 = paddle.full(...)"}, "")
     assert "does not compile" in str(syntax) and "x2paddle_Constant@0" in str(syntax)
