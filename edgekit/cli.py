@@ -91,6 +91,15 @@ def build(
                                              "calibration data (optimistic for int8: it was calibrated on it)."),
     labels: Optional[Path] = typer.Option(None, "--labels", help="Class names, one per line (order = class index)."),
     algo: Optional[str] = typer.Option(None, "--algo", help="Calibration algorithm for int8: avg, abs_max, hist, mse, KL, emd. Default avg."),
+    search_algos: Optional[str] = typer.Option(None, "--search-algos", help="Calibration algorithms to try for int8, comma-separated "
+                                               "(e.g. avg,hist,mse,KL); the best that meets the budget wins. Default: only --algo."),
+    max_drop: Optional[float] = typer.Option(None, "--max-drop", help="INT8 accuracy budget: top-1 points with labels, else 1 - output "
+                                             "cosine. The most sensitive layers stay in float until it holds; if it cannot, the "
+                                             "build fails (exit 9) showing the best found. Default: the [parity] int8 gate."),
+    no_fallback: bool = typer.Option(False, "--no-fallback", help="Never keep layers in float: whole-model int8 or fail."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Calibration cache. Default $XDG_CACHE_HOME/edgekit/calibration "
+                                             "(~/.cache/...); EDGEKIT_CACHE_DIR."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Calibrate everything again and keep nothing."),
     name: Optional[str] = typer.Option(None, "--name", help="Model name used for the bundle folder."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output root; the bundle goes to OUT/<name>/<target>-<quant>/. Default ./build."),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output (-vv for Paddle's own)."),
@@ -98,16 +107,21 @@ def build(
 ) -> None:
     """Export, quantise, convert to .nb, verify parity on the host, and write the bundle."""
     _setup_logging(verbose, quiet)
-    _guarded(_build)(model, config, target, quant, weights, params, inputs, calib, eval_data, labels, algo, name, out, quiet)
+    search = {"search_algos": search_algos, "max_drop": max_drop, "fallback": False if no_fallback else None,
+              "cache_dir": "off" if no_cache else cache_dir}
+    _guarded(_build)(model, config, target, quant, weights, params, inputs, calib, eval_data, labels, algo, name, out, quiet,
+                     search)
 
 
-def _build(model, config, target, quant, weights, params, inputs, calib, eval_data, labels, algo, name, out, quiet) -> None:
+def _build(model, config, target, quant, weights, params, inputs, calib, eval_data, labels, algo, name, out, quiet,
+           search) -> None:
     from .config import InputSpec, resolve
 
     flags = {
         "model": model, "target": target.value if target else None, "precision": quant.value if quant else None,
         "weights": weights, "params_file": params, "inputs": tuple(InputSpec.parse(i) for i in inputs) or None,
         "calibration": calib, "evaluation": eval_data, "labels": labels, "algo": algo, "name": name, "out_dir": out,
+        **search,
     }
     cfg = resolve(config, flags)
     import paddle  # noqa: F401  (paddle installs its own SIGTERM handler on import: ours must come after)
@@ -130,6 +144,8 @@ def _build(model, config, target, quant, weights, params, inputs, calib, eval_da
     if not quiet:
         typer.echo(f"building {cfg.model.name} for {cfg.target.value} {cfg.precision.value} -> {cfg.bundle_dir}", err=True)
     result = run_build(cfg, progress)
+    for line in result.quant_search:
+        typer.echo(line)
     for line in result.report.lines():
         typer.echo(line)
     m = result.bundle.manifest["model"]

@@ -83,6 +83,14 @@ class QuantConfig:
     batch_size: int = 16
     batch_nums: int = 8                   # calibration uses at most batch_size * batch_nums samples
     onnx_format: bool = False
+    search_algos: tuple[str, ...] = ()    # calibration algorithms to try; empty = only `algo`
+    max_drop: float | None = None         # top-1 points with labels, else 1 - output cosine; None = the [parity] int8 gate
+    fallback: bool = True                 # keep the most sensitive layers in float until the budget holds
+    max_float_fraction: float = 0.5
+    sensitivity_method: str = "alone"     # rank by "only this layer int8" or "all-but" (everything else int8)
+    sensitivity_samples: int = 0          # 0 = all evaluation samples
+    analyse_layers: bool = False          # rank every layer for the report even when no fallback is needed
+    cache_dir: Path | None = None         # calibration cache; None = no cache
 
 
 @dataclass(frozen=True)
@@ -183,6 +191,8 @@ def _toml_layer(path: Path) -> dict:
     if "out_dir" in out:
         out["out_dir"] = _path(base, out["out_dir"])
     out.update(_section(raw, "quantize", {f.name for f in fields(QuantConfig)}, path))
+    if out.get("cache_dir") not in (None, "", "off"):
+        out["cache_dir"] = _path(base, out["cache_dir"])
     out.update(_section(raw, "parity", {f.name for f in fields(ParityGates)}, path))
     return out
 
@@ -201,7 +211,38 @@ def _preprocess(table: Any, where: Path) -> PreprocessSpec:
 
 
 ENV_KEYS = {"EDGEKIT_TARGET": "target", "EDGEKIT_QUANT": "precision", "EDGEKIT_OUT": "out_dir",
-            "EDGEKIT_TOOL_TIMEOUT": "tool_timeout"}
+            "EDGEKIT_TOOL_TIMEOUT": "tool_timeout", "EDGEKIT_CACHE_DIR": "cache_dir"}
+SENSITIVITY_METHODS = ("alone", "all-but")
+
+
+def default_cache_dir(environ: Mapping[str, str]) -> Path:
+    base = environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser().absolute() / "edgekit" / "calibration"
+
+
+def _search_fields(m: Mapping[str, Any]) -> dict:
+    """[quantize] keys _typed does not coerce: a list, an optional number, a path."""
+    out: dict[str, Any] = {}
+    if "search_algos" in m:
+        algos = m["search_algos"]
+        if isinstance(algos, str):
+            algos = [a.strip() for a in algos.split(",") if a.strip()]
+        if not isinstance(algos, (list, tuple)) or not all(isinstance(a, str) for a in algos):
+            raise ConfigError(f"search_algos = {algos!r} is not a list of algorithm names", 'write search_algos = ["avg", "hist"]')
+        unknown = [a for a in algos if a not in CALIBRATION_ALGOS]
+        if unknown:
+            raise ConfigError(f"calibration algorithm(s) {', '.join(unknown)} unknown", f"use {', '.join(CALIBRATION_ALGOS)}")
+        out["search_algos"] = tuple(algos)
+    if m.get("max_drop") is not None:
+        value = m["max_drop"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ConfigError(f"max_drop {value!r} is not a number",
+                              "give top-1 points (e.g. 1.0) with labelled evaluation data, else a cosine drop (e.g. 0.01)")
+        out["max_drop"] = float(value)
+    if "cache_dir" in m:
+        value = m["cache_dir"]
+        out["cache_dir"] = None if value in (None, "", "off") else Path(str(value)).expanduser().absolute()
+    return out
 
 
 def _env_layer(environ: Mapping[str, str]) -> dict:
@@ -225,7 +266,7 @@ def _model_from_path(path: Path) -> dict:
 def resolve(config_file: Path | None, flags: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> BuildConfig:
     """Merge the layers and validate. `flags` holds only options the user gave (None = not given)."""
     environ = os.environ if environ is None else environ
-    merged: dict[str, Any] = {}
+    merged: dict[str, Any] = {"cache_dir": default_cache_dir(environ)}
     if config_file is None and not flags.get("model") and not flags.get("factory"):
         config_file = BUNDLED_EXAMPLE if not Path("edgekit.toml").is_file() else Path("edgekit.toml")
     if config_file is not None:
@@ -272,7 +313,16 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
     if PRECISIONS[precision].needs_calibration and data.calibration is None:
         raise ConfigError(f"--quant {precision.value} needs calibration data",
                           "pass --calib (an image folder or .npz) or [data].calibration in edgekit.toml")
-    quant = QuantConfig(**{f.name: _typed(f, m[f.name], "quantize") for f in fields(QuantConfig) if f.name in m})
+    search_keys = {"search_algos", "max_drop", "cache_dir"}
+    quant = QuantConfig(**{**{f.name: _typed(f, m[f.name], "quantize") for f in fields(QuantConfig)
+                              if f.name in m and f.name not in search_keys},
+                           **_search_fields(m)})
+    if not 0.0 <= quant.max_float_fraction <= 1.0:
+        raise ConfigError(f"max_float_fraction {quant.max_float_fraction} is outside [0, 1]", "give a share such as 0.5")
+    if quant.sensitivity_method not in SENSITIVITY_METHODS:
+        raise ConfigError(f"sensitivity_method {quant.sensitivity_method!r} is unknown", f"use {' or '.join(SENSITIVITY_METHODS)}")
+    if quant.sensitivity_samples < 0:
+        raise ConfigError("sensitivity_samples is negative", "give a sample count, or 0 for all evaluation samples")
     if quant.algo not in CALIBRATION_ALGOS:
         raise ConfigError(f"calibration algorithm {quant.algo!r} is unknown", f"use one of {', '.join(CALIBRATION_ALGOS)}")
     if quant.batch_size < 1 or quant.batch_nums < 1:

@@ -38,6 +38,7 @@ class BuildResult:
     bundle: bundle_mod.Bundle
     report: parity.ParityReport
     timings: dict = field(default_factory=dict)
+    quant_search: list = field(default_factory=list)     # the int8 search's summary lines
 
 
 @dataclass
@@ -157,12 +158,20 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
             _coverage(static, "x86", cfg, "the x86 twin (host parity)")
 
     quantized: QuantizedModel | None = None
+    search = None
     if cfg.precision is Precision.int8:
-        from .quantize import quantize_int8
+        from .quantize.search import SearchPlan, quantize_to_budget
+        from .quantize.sensitivity import Budget
 
         with run.stage("quantize"):
             (run.work / "quant").mkdir()
-            quantized = quantize_int8(static, calibration, cfg.quant, run.work / "quant")
+            q = cfg.quant
+            has_labels = evaluation.labels is not None
+            plan = SearchPlan(Budget.for_data(_int8_max_drop(cfg, has_labels), has_labels), q.search_algos or (q.algo,),
+                              q.fallback, q.max_float_fraction, q.sensitivity_method, q.sensitivity_samples, q.analyse_layers)
+            # a miss still hands on the best found: tier B (the same budget) then fails with exit 9 and the table
+            search = quantize_to_budget(static, calibration, evaluation, q, plan, run.work / "quant", q.cache_dir)
+            quantized = search.quantized
             _coverage(quantized.model, target_info.opt_places, cfg, f"the quantised model on {cfg.target.value}")
 
     with run.stage("lite"):
@@ -187,6 +196,8 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
 
     with run.stage("parity"):
         report = _parity(cfg, static, quantized, twin_file, evaluation, LiteRunner)
+        if search is not None and not search.holds:
+            report.notes.extend(line.strip() for line in search.lines(with_notes=False))
         report.raise_if_failed()      # no bundle for a model that failed its gates
 
     with run.stage("package"):
@@ -199,9 +210,22 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
         if cfg.data.labels:
             shutil.copyfile(cfg.data.labels, staging / "labels.txt")
         (staging / "parity.txt").write_text("\n".join(report.lines()) + "\n", encoding="utf-8")
+        if search is not None:
+            from .quantize.report import write_report
+
+            write_report(search, staging / "quant", nb_bytes=device.nb_file.stat().st_size)
         manifest = _manifest(cfg, run, static, quantized, device, twin, report, evaluation, calibration, golden)
+        if search is not None:
+            manifest["quantization"]["search"] = search.to_json()
         result_bundle = bundle_mod.finalize(staging, cfg.bundle_dir, manifest)
-    return BuildResult(result_bundle, report, dict(run.timings))
+    return BuildResult(result_bundle, report, dict(run.timings), search.lines() if search is not None else [])
+
+
+def _int8_max_drop(cfg: BuildConfig, has_labels: bool) -> float:
+    """--max-drop when given, else the [parity] gate: the search and tier B use the same number."""
+    if cfg.quant.max_drop is not None:
+        return cfg.quant.max_drop
+    return cfg.gates.int8_max_top1_drop if has_labels else 1.0 - cfg.gates.int8_min_cosine
 
 
 def _load(cfg: BuildConfig, model: StaticModel, path: Path, labels, aliases: dict | None = None) -> Samples:
@@ -261,11 +285,11 @@ def _parity(cfg: BuildConfig, static: StaticModel, quantized: QuantizedModel | N
             report.accuracy["int8 simulated"] = parity.top1(simulated[0], labels)
             drop = report.accuracy["fp32 reference"] - report.accuracy["int8 simulated"]
             report.checks.append(parity.Check("B", "int8 (PaddleSlim simulation) vs fp32", "top1_drop_points", drop,
-                                              gates.int8_max_top1_drop, False, static.fetches[0]))
+                                              _int8_max_drop(cfg, True), False, static.fetches[0]))
         else:
             for s in qstats:
                 report.checks.append(parity.Check("B", "int8 (PaddleSlim simulation) vs reference", "cosine", s.cosine,
-                                                  gates.int8_min_cosine, True, s.output))
+                                                  1.0 - _int8_max_drop(cfg, False), True, s.output))
         report.notes.append("tier A covers the FP32 graph through Paddle-Lite's x86 kernels; tier B covers INT8 "
                             "accuracy through PaddleSlim's fake-quant simulation. Paddle-Lite INT8 kernels run only on "
                             "ARM: the ARM .nb itself is checked on devices with the bundle's golden vectors.")

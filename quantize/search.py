@@ -31,7 +31,7 @@ import numpy as np
 from edgekit.artifacts import QuantizedModel, StaticModel, sha256_file
 from edgekit.config import CALIBRATION_ALGOS, QuantConfig
 from edgekit.data import Samples
-from edgekit.errors import ConfigError, QuantizeError
+from edgekit.errors import ConfigError, ParityError, QuantizeError
 
 from . import ptq
 from .sensitivity import (SENSITIVITY_METHODS, Budget, Evaluator, Fallback, LayerSensitivity, QuantLayer, Score,
@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 CACHE_FORMAT = "edgekit-ptq-cache/1"
 # QuantConfig fields that steer the search but not one calibration: outside the key, so changing them reuses entries
-SEARCH_ONLY_FIELDS = frozenset({"algo", "search_algos", "max_drop", "fallback", "max_float_fraction",
+SEARCH_ONLY_FIELDS = frozenset({"algo", "search_algos", "max_drop", "fallback", "max_float_fraction", "analyse_layers",
                                 "sensitivity_method", "sensitivity_samples", "cache_dir"})
 ENTRY = "entry.json"
 
@@ -170,6 +170,7 @@ class Calibrator:
             names = [p.name for p in quantized.model.files()]
             entry = {"format": CACHE_FORMAT, "key": key, "algo": algo, "skip": list(skip),
                      "calibration_samples": quantized.calibration_samples, "seconds": round(quantized.seconds, 3),
+                     "calibration_sha256": getattr(quantized, "calibration_sha256", ""),
                      "op_types": list(quantized.model.op_types), "model_file": quantized.model.model_file.name,
                      "params_file": quantized.model.params_file.name if quantized.model.params_file else None,
                      "files": {name: sha256_file(tmp / name) for name in names}}
@@ -193,7 +194,8 @@ class Calibrator:
         params = folder / entry["params_file"] if entry.get("params_file") else None
         static = StaticModel(folder / entry["model_file"], params, self.model.feeds, self.model.fetches, "paddleslim-ptq",
                              tuple(entry["op_types"]), self.model.sources)
-        return QuantizedModel(static, entry["algo"], int(entry["calibration_samples"]), float(entry["seconds"]))
+        return QuantizedModel(static, entry["algo"], int(entry["calibration_samples"]), float(entry["seconds"]),
+                              calibration_sha256=entry.get("calibration_sha256", ""))
 
 
 class ScoreStore:
@@ -257,7 +259,7 @@ class Candidate:
     skip: tuple[str, ...]     # layers kept in float (skip_tensor_list)
     score: Score
     holds: bool               # meets the budget (only meaningful on the full evaluation set)
-    purpose: str              # "algorithm", "sensitivity", "fallback" or "final"
+    purpose: str              # "algorithm", "sensitivity" or "fallback"
     samples: int              # evaluation samples it was scored on
     reused: bool              # no calibration ran for it (cache or earlier in this run)
     seconds: float
@@ -293,7 +295,7 @@ class QuantSearchResult:
         total = sum(layer.weight_elements for layer in self.layers)
         return {"int8": total - floated, "float": 4 * floated, "all_fp32": 4 * total}
 
-    def lines(self) -> list[str]:
+    def lines(self, with_notes: bool = True) -> list[str]:
         drop = self.budget.drop
         out = [f"int8 search ({self.budget.describe()}, {self.evaluation_samples} evaluation samples, "
                f"{self.calibrations} calibration(s) run):"]
@@ -308,14 +310,16 @@ class QuantSearchResult:
         verdict = "meets" if self.holds else "MISSES"
         out.append(f"  chosen: {self.chosen.algo}, layers kept in float: {floats}; {verdict} the budget "
                    f"(drop {drop(self.chosen.score):.4g})")
-        out.extend(f"  note: {n}" for n in self.notes)
+        if with_notes:
+            out.extend(f"  note: {n}" for n in self.notes)
         return out
 
     def raise_if_over_budget(self) -> None:
         if self.holds:
             return
         layer_count = sum(1 for layer in self.layers if layer.key)
-        error = QuantizeError(
+        # the budget is the tier-B parity gate, so missing it is a parity failure (exit 9)
+        error = ParityError(
             f"INT8 misses the accuracy budget ({self.budget.describe()}): the best candidate found, {self.chosen.algo} "
             f"with {len(self.chosen.skip)} of {layer_count} layers in float, drops {self.budget.drop(self.chosen.score):.4g}",
             "raise --max-drop, add representative calibration data, try more algorithms (--search-algos), "
@@ -371,6 +375,8 @@ def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Sam
         candidate = Candidate(algo, tuple(skip), score, full_set and plan.budget.holds(score), purpose,
                               len(judge.samples), reused, time.monotonic() - start)
         candidates.append(candidate)
+        log.info("%s %s, float %s: drop %.4g, cosine %.6f%s", purpose, algo, list(skip), plan.budget.drop(score),
+                 score.cosine, " (cached)" if reused else "")
         return candidate
 
     best = choose([run(algo, (), "algorithm", evaluator) for algo in plan.algos], plan.budget)
@@ -399,8 +405,9 @@ def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Sam
         notes.append("layer fallback is off ([quantize] fallback = false)")
     elif not best.holds:
         notes.append(f"no layer may stay in float (max_float_fraction {plan.max_float_fraction:g} of {len(controllable)} layers)")
-    notes.append("candidates were chosen on the evaluation samples the parity gate also uses: "
-                 "a held-out set gives an unbiased figure")
+    if len(plan.algos) > 1 or result_fallback is not None:
+        notes.append("candidates were chosen on the evaluation samples the parity gate also uses: "
+                     "a held-out set gives an unbiased figure")
     final = calibrate(chosen.algo, chosen.skip, keep=True)
     return QuantSearchResult(final.quantized, chosen, plan.budget, evaluator.reference_top1, layers, tuple(candidates),
                              sensitivity, result_fallback, plan, len(evaluation), calibrate.calibrations, tuple(notes))

@@ -109,8 +109,8 @@ class Budget:
     def __post_init__(self) -> None:
         if self.metric not in BUDGET_METRICS:
             raise ConfigError(f"accuracy budget metric {self.metric!r} is unknown", f"use one of {', '.join(BUDGET_METRICS)}")
-        if not math.isfinite(self.max_drop) or self.max_drop < 0:
-            raise ConfigError(f"--max-drop {self.max_drop!r} is not a non-negative number",
+        if not math.isfinite(self.max_drop):     # negative is allowed, as in the parity gates: "must improve"
+            raise ConfigError(f"--max-drop {self.max_drop!r} is not a number",
                               "give top-1 points (e.g. 1.0) with labels, or a cosine drop (e.g. 0.01) without")
 
     @classmethod

@@ -336,7 +336,10 @@ def test_to_json_is_json_serialisable(tmp_path):
     assert record["data"]["preprocess"]["mean"] == [0.1, 0.2, 0.3]
     assert record["data"]["calibration"] is None
     assert record["config_file"] == str(toml)
-    assert record["quant"] == {"algo": "avg", "batch_size": 16, "batch_nums": 8, "onnx_format": False}
+    assert record["quant"] == {"algo": "avg", "batch_size": 16, "batch_nums": 8, "onnx_format": False,
+                               "search_algos": [], "max_drop": None, "fallback": True, "max_float_fraction": 0.5,
+                               "sensitivity_method": "alone", "sensitivity_samples": 0, "analyse_layers": False,
+                               "cache_dir": str(Path.home() / ".cache" / "edgekit" / "calibration")}
 
 
 # --- [preprocess] and value types in edgekit.toml ----------------------------------------------------

@@ -1,0 +1,300 @@
+"""The pure parts of the INT8 search: budget, ranking, the fallback loop, cache keys and stores, the report."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgekit.artifacts import QuantizedModel, StaticModel
+from edgekit.config import InputSpec, QuantConfig
+from edgekit.data import Samples
+from edgekit.errors import ConfigError
+from edgekit.quantize.report import layer_rows, plot_sensitivity, render_markdown
+from edgekit.quantize.search import (Calibrator, Candidate, QuantSearchResult, ScoreStore, SearchPlan,
+                                     calibration_settings, cache_key, choose, data_digest)
+from edgekit.quantize.sensitivity import (Budget, Evaluator, QuantLayer, Score, analyse, fallback,
+                                          max_float_layers, rank)
+
+COSINE = Budget.for_data(0.01, has_labels=False)
+TOP1 = Budget.for_data(1.0, has_labels=True)
+
+
+def _layer(index: int, key: str, op: str = "conv2d", weights: int = 100) -> QuantLayer:
+    return QuantLayer(index, op, key, f"{key}.out", weights)
+
+
+def _additive(errors: dict[str, float], calls: list | None = None):
+    """A fake evaluate(skip): each layer left in int8 adds its error to 1 - cosine."""
+    def evaluate(skip):
+        if calls is not None:
+            calls.append(tuple(skip))
+        error = sum(e for k, e in errors.items() if k not in skip)
+        return Score(1.0 - error, 20.0)
+    return evaluate
+
+
+# ---------------------------------------------------------------- budget and scores
+
+
+def test_budget_uses_the_parity_gates_comparisons():
+    assert TOP1.metric == "top1_drop_points" and COSINE.metric == "cosine_drop"
+    assert TOP1.holds(Score(0.5, 1.0, 90.0, 1.0)) and not TOP1.holds(Score(1.0, 99.0, 90.0, 1.0001))
+    assert COSINE.holds(Score(0.99, 20.0)) and not COSINE.holds(Score(0.9899, 20.0))
+    assert COSINE.drop(Score(0.97, 1.0)) == pytest.approx(0.03)
+    assert TOP1.drop(Score(0.9, 1.0, 95.0, -0.5)) == -0.5
+    with pytest.raises(ConfigError, match="needs labelled"):
+        TOP1.drop(Score(0.99, 20.0))
+    for bad in (float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match="max-drop"):
+            Budget.for_data(bad, True)
+    assert not Budget.for_data(-0.5, True).holds(Score(1.0, 99.0, 90.0, 0.0))    # a negative budget asks for a gain
+    with pytest.raises(ConfigError, match="metric"):
+        Budget(1.0, "top5")
+
+
+def test_evaluator_scores_against_the_reference():
+    reference = [np.array([[3.0, 1.0, 0.0], [0.0, 2.0, 1.0], [1.0, 0.0, 4.0], [2.0, 1.0, 0.0]])]
+    labels = np.array([0, 1, 2, 1])                       # the reference gets 3 of 4: 75 %
+    judge = Evaluator(reference, Samples({"x": np.zeros((4, 1))}, labels))
+    assert judge.reference_top1 == 75.0
+    same = judge.score_outputs(reference)
+    assert same.cosine == pytest.approx(1.0) and same.top1_drop == 0.0 and same.error == pytest.approx(0.0)
+    swapped = reference[0][:, [1, 0, 2]]                  # first two classes exchanged: 2 of 4 right
+    worse = judge.score_outputs([swapped])
+    assert worse.top1 == 50.0 and worse.top1_drop == 25.0 and worse.cosine < 0.9
+    nan = judge.score_outputs([np.full_like(reference[0], np.nan)])
+    assert nan.cosine == 0.0 and nan.snr_db == -np.inf
+    unlabelled = Evaluator(reference, Samples({"x": np.zeros((4, 1))}))
+    assert not unlabelled.has_labels and unlabelled.score_outputs([swapped]).top1 is None
+
+
+# ---------------------------------------------------------------- ranking and analysis
+
+
+def test_rank_most_sensitive_first_ties_in_program_order():
+    layers = [_layer(i, k) for i, k in enumerate("abcd")]
+    ranked = rank([(layers[0], Score(0.9, 1), 0.1), (layers[1], Score(0.5, 1), 0.5),
+                   (layers[2], Score(0.9, 1), 0.1), (layers[3], Score(0.0, 1), float("nan"))])
+    assert [s.layer.key for s in ranked] == ["d", "b", "a", "c"]      # NaN counts as the worst
+    assert [s.rank for s in ranked] == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("method,expected_skips", [
+    ("alone", [("b", "c"), ("a", "c"), ("a", "b")]),      # everything but the layer is float
+    ("all-but", [("a",), ("b",), ("c",)]),                # only the layer is float
+])
+def test_analyse_measures_each_layer_with_its_method(method, expected_skips):
+    errors = {"a": 0.001, "b": 0.2, "c": 0.01}
+    calls: list = []
+    layers = [_layer(0, "a"), _layer(1, "b"), _layer(2, "c"), _layer(3, "", "matmul_v2", 0)]   # no skip key: not measured
+    evaluate = _additive(errors, calls)
+    ranked = analyse(layers, evaluate, evaluate(()), method)
+    assert calls[1:] == expected_skips
+    assert [s.layer.key for s in ranked] == ["b", "c", "a"]
+    assert ranked[0].value == pytest.approx(0.2)
+    with pytest.raises(ConfigError, match="sensitivity method"):
+        analyse(layers, evaluate, evaluate(()), "random")
+
+
+# ---------------------------------------------------------------- the fallback loop
+
+
+def test_fallback_adds_ranked_layers_until_the_budget_holds():
+    errors = {"w": 0.05, "x": 0.008, "y": 0.004, "z": 0.001}
+    calls: list = []
+    result = fallback(["w", "x", "y", "z"], _additive(errors, calls), COSINE, max_float=3)
+    # 0.063 -> 0.013 (w float) -> 0.005 (w, x float): holds; pruning x or w back to int8 breaks it
+    assert result.holds and result.skip == ("w", "x")
+    assert [s.phase for s in result.steps] == ["start", "add", "add", "prune"]
+    assert calls == [(), ("w",), ("w", "x"), ("x",)]
+
+
+def test_fallback_prunes_layers_the_budget_does_not_need():
+    # the ranking puts "a" first, but "b" alone is what matters once both are float
+    def evaluate(skip):
+        error = 0.02 if "b" not in skip else (0.002 if "a" not in skip else 0.001)
+        return Score(1.0 - error, 20.0)
+    result = fallback(["a", "b", "c"], evaluate, COSINE, max_float=3)
+    assert result.holds and result.skip == ("b",)
+    assert [s.phase for s in result.steps] == ["start", "add", "add", "prune"]
+
+
+def test_fallback_stops_at_the_limit_and_returns_the_best_it_found():
+    errors = {"a": 0.05, "b": 0.04, "c": 0.03}
+    result = fallback(["a", "b", "c"], _additive(errors), COSINE, max_float=2)
+    assert not result.holds
+    assert result.skip == ("a", "b") and result.score.cosine == pytest.approx(0.97)
+    assert len(result.steps) == 3
+
+
+def test_fallback_does_nothing_when_int8_already_holds():
+    calls: list = []
+    start = Score(0.999, 30.0)
+    result = fallback(["a"], _additive({"a": 0.5}, calls), COSINE, max_float=1, start=start)
+    assert result.holds and result.skip == () and calls == [] and result.score is start
+
+
+def test_max_float_layers_never_all():
+    assert max_float_layers(4, 0.5) == 2
+    assert max_float_layers(5, 0.5) == 2
+    assert max_float_layers(4, 1.0) == 3
+    assert max_float_layers(1, 1.0) == 0
+    assert max_float_layers(10, 0.3) == 3        # 0.3 * 10 is 2.9999999999999996 in floats
+    with pytest.raises(ConfigError, match="max_float_fraction"):
+        max_float_layers(4, 1.5)
+
+
+# ---------------------------------------------------------------- choosing between candidates
+
+
+def _candidate(algo, drop, cosine, holds, skip=()):
+    return Candidate(algo, skip, Score(cosine, 20.0, 90.0 - drop, drop), holds, "algorithm", 100, False, 0.1)
+
+
+def test_choose_prefers_candidates_in_budget_then_least_drop_then_error_then_order():
+    cands = [_candidate("avg", 0.5, 0.99, True), _candidate("hist", 0.2, 0.98, True),
+             _candidate("mse", 0.2, 0.985, True), _candidate("KL", -1.0, 0.999, False)]
+    assert choose(cands, TOP1).algo == "mse"
+    assert choose([_candidate("avg", 0.2, 0.99, True), _candidate("hist", 0.2, 0.99, True)], TOP1).algo == "avg"
+    assert choose([_candidate("avg", 3.0, 0.9, False), _candidate("hist", 2.0, 0.95, False)], TOP1).algo == "hist"
+
+
+def test_search_plan_validates():
+    with pytest.raises(ConfigError, match="not usable"):
+        SearchPlan(TOP1, algos=("avg", "magic"))
+    with pytest.raises(ConfigError, match="not usable"):
+        SearchPlan(TOP1, algos=())
+    with pytest.raises(ConfigError, match="max_float_fraction"):
+        SearchPlan(TOP1, max_float_fraction=-0.1)
+
+
+# ---------------------------------------------------------------- cache keys and stores
+
+
+def test_cache_key_covers_every_input_and_ignores_skip_order():
+    base = dict(model="m" * 64, data="d" * 64, algo="avg", settings={"batch_size": 16}, skip=("a", "b"))
+    key = cache_key(**base)
+    assert key == cache_key(**dict(base, skip=("b", "a", "a")))
+    for change in (dict(model="n" * 64), dict(data="e" * 64), dict(algo="KL"),
+                   dict(settings={"batch_size": 8}), dict(skip=("a",))):
+        assert cache_key(**dict(base, **change)) != key
+    assert len(key) == 64 and int(key, 16) >= 0
+
+
+def test_calibration_settings_ignore_search_only_fields():
+    settings = calibration_settings(QuantConfig())
+    assert "algo" not in settings and settings["batch_size"] == 16
+    assert settings == calibration_settings(replace(QuantConfig(), algo="KL"))
+    assert settings != calibration_settings(replace(QuantConfig(), batch_nums=2))
+    assert settings["paddleslim"] and len(settings["ptq_source"]) == 64
+
+
+def test_data_digest_sees_values_dtype_and_labels():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    base = data_digest(Samples({"x": x}))
+    assert base == data_digest(Samples({"x": x.copy()}, np.array([0, 1, 2])))       # labels only when asked
+    assert base != data_digest(Samples({"x": x.astype(np.float64)}))
+    assert base != data_digest(Samples({"x": x + 1}))
+    labelled = data_digest(Samples({"x": x}, np.array([0, 1, 2])), with_labels=True)
+    assert labelled != data_digest(Samples({"x": x}, np.array([0, 1, 1])), with_labels=True)
+
+
+def _model(tmp_path: Path) -> StaticModel:
+    folder = tmp_path / "src"
+    folder.mkdir(exist_ok=True)
+    (folder / "model.pdmodel").write_bytes(b"program")
+    (folder / "model.pdiparams").write_bytes(b"params")
+    return StaticModel(folder / "model.pdmodel", folder / "model.pdiparams", (InputSpec("x", (-1, 4)),), ("out",), "dygraph")
+
+
+def _fake_quantize(runs: list):
+    """Stands in for quantize_int8: writes the two files a real run writes, recording each call."""
+    def quantize(model, samples, cfg, out_dir, skip=()):
+        runs.append((cfg.algo, tuple(skip)))
+        (out_dir / "model.pdmodel").write_bytes(f"{cfg.algo}|{','.join(skip)}".encode())
+        (out_dir / "model.pdiparams").write_bytes(b"q" * 8)
+        static = StaticModel(out_dir / "model.pdmodel", out_dir / "model.pdiparams", model.feeds, model.fetches,
+                             "paddleslim-ptq", ("conv2d",))
+        return QuantizedModel(static, cfg.algo, len(samples), 0.5)
+    return quantize
+
+
+def test_calibrator_memoises_on_disk_and_keeps_the_chosen_model(tmp_path):
+    runs: list = []
+    model, samples = _model(tmp_path), Samples({"x": np.ones((8, 4), np.float32)})
+    cache = tmp_path / "cache"
+    calibrate = Calibrator(model, samples, QuantConfig(), tmp_path / "scratch", cache, _fake_quantize(runs))
+    first = calibrate("avg", ("b", "a"))
+    assert not first.reused and runs == [("avg", ("a", "b"))]
+    assert first.quantized.model.model_file.parent == (tmp_path / "scratch" / first.key).absolute()
+    assert calibrate("avg", ("a", "b")).reused and len(runs) == 1
+    kept = calibrate("avg", ("a", "b"), keep=True)       # copied from scratch into the cache, not recalibrated
+    assert kept.reused and kept.quantized.model.model_file.parent == (cache / first.key).absolute()
+    assert kept.quantized.model.model_file.read_bytes() == b"avg|a,b" and calibrate.calibrations == 1
+
+    # a new run (new scratch) finds it in the cache; a damaged entry is recalibrated
+    again = Calibrator(model, samples, QuantConfig(), tmp_path / "scratch2", cache, _fake_quantize(runs))
+    assert again("avg", ("a", "b")).reused and again.calibrations == 0
+    (cache / first.key / "model.pdiparams").write_bytes(b"truncated")
+    assert not again("avg", ("a", "b")).reused and again.calibrations == 1
+    assert not again("KL", ("a", "b")).reused                     # another algorithm is another key
+    entry = json.loads((tmp_path / "scratch2" / again.key("KL", ("a", "b")) / "entry.json").read_text())
+    assert entry["algo"] == "KL" and entry["skip"] == ["a", "b"] and set(entry["files"]) == {"model.pdmodel", "model.pdiparams"}
+    assert not list(cache.glob(".tmp-*")) and not list((tmp_path / "scratch2").glob(".tmp-*"))
+
+
+def test_score_store_round_trip(tmp_path):
+    store = ScoreStore(tmp_path)
+    score = Score(0.995, 23.5, 97.5, -0.25)
+    assert store.get("k") is None
+    store.put("k", score)
+    assert ScoreStore(tmp_path).get("k") == score
+    memory = ScoreStore(None)
+    memory.put("k", score)
+    assert memory.get("k") == score and not (tmp_path / "scores" / ".k.tmp").exists()
+
+
+# ---------------------------------------------------------------- the report
+
+
+def _result() -> QuantSearchResult:
+    layers = (_layer(0, "conv2d_0.w_0", weights=216), _layer(1, "conv2d_1.w_0", weights=576),
+              _layer(2, "linear_0.w_0", "matmul_v2", 32))
+    ranked = rank([(layers[0], Score(0.9999, 40, 90.0, 0.0), 1e-4), (layers[1], Score(0.80, 5, 60.0, 30.0), 0.2),
+                   (layers[2], Score(0.999, 30, 89.5, 0.5), 1e-3)])
+    algo = Candidate("avg", (), Score(0.85, 8, 70.0, 20.0), False, "algorithm", 200, False, 0.3)
+    fixed = Candidate("avg", ("conv2d_1.w_0",), Score(0.998, 27, 89.5, 0.5), True, "fallback", 200, False, 0.3)
+    dummy = StaticModel(Path("q/model.pdmodel"), Path("q/model.pdiparams"), (), (), "paddleslim-ptq")
+    return QuantSearchResult(QuantizedModel(dummy, "avg", 64, 0.3), fixed, TOP1, 90.0, layers, (algo, fixed), ranked,
+                             None, SearchPlan(TOP1), 200, 5)
+
+
+def test_report_table_and_sizes():
+    result = _result()
+    rows = layer_rows(result)
+    assert [r["precision"] for r in rows] == ["int8", "float", "int8"]
+    assert [r["rank"] for r in rows] == [3, 1, 2]
+    assert result.weight_bytes() == {"int8": 216 + 32, "float": 4 * 576, "all_fp32": 4 * 824}
+    text = render_markdown(result, nb_bytes=40960)
+    assert "| 1 | `conv2d_1.w_0` | conv2d | 576 |  | 1 | 0.2 | 0.800000 | 30.00 | float |" in text
+    assert "| 0 | algorithm | avg | — | 20 | 70.00 | 0.850000 | 8.0 | 200 | no | no |" in text
+    assert "final model.nb: 40.0 KiB" in text and "0.2 KiB int8 + 2.2 KiB float" in text
+    assert "meets the budget" in text and "FP32 reference top-1: 90.00 %" in text
+    assert result.to_json()["float_layers"] == ["conv2d_1.w_0"]
+    lines = result.lines()
+    assert any(line.startswith("  ✗ algorithm avg") for line in lines)
+    assert any("chosen: avg, layers kept in float: conv2d_1.w_0 (conv2d)" in line for line in lines)
+
+
+def test_sensitivity_plot_is_deterministic(tmp_path):
+    result = _result()
+    first = plot_sensitivity(result, tmp_path / "a.png").read_bytes()
+    second = plot_sensitivity(result, tmp_path / "b.png").read_bytes()
+    assert first == second and first[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(first[16:20], "big"), int.from_bytes(first[20:24], "big")
+    assert (width, height) == (750, round(100 * (1.2 + 0.32 * 3)))
+    assert plot_sensitivity(replace(result, sensitivity=()), tmp_path / "c.png") is None
