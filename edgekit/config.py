@@ -307,9 +307,10 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
     data = DataConfig(m.get("calibration"), m.get("evaluation"), m.get("labels"), m.get("preprocess"))
     precision = _enum(Precision, m.get("precision", "fp32"), "precision (--quant / EDGEKIT_QUANT / [build] precision)")
     target = _enum(Target, m.get("target", "arm64"), "target (--target / EDGEKIT_TARGET / [build] target)")
-    if target is Target.x86 and precision is not Precision.fp32:
-        raise ConfigError("INT8 .nb files for x86 give chance-level results in Paddle-Lite 2.13rc0 (FACTS.md)",
-                          "build --target arm64/armv7 for int8; the x86 twin is built automatically for checks")
+    if target is Target.x86 and PRECISIONS[precision].arm_only:
+        raise ConfigError(f"{precision.value} .nb files run only on ARM in Paddle-Lite 2.13rc0 (quantised x86 .nb files "
+                          "give chance-level results, FACTS.md)",
+                          f"build --target arm64/armv7 for {precision.value}; the x86 twin is built automatically for checks")
     if PRECISIONS[precision].needs_calibration and data.calibration is None:
         raise ConfigError(f"--quant {precision.value} needs calibration data",
                           "pass --calib (an image folder or .npz) or [data].calibration in edgekit.toml")

@@ -25,7 +25,7 @@ from .artifacts import LiteModel, QuantizedModel, StaticModel, sha256_file
 from .config import BuildConfig
 from .data import Samples, load_samples, read_labels, write_preprocess
 from .errors import BundleError, UnsupportedOpsError
-from .tables import TARGETS, Precision
+from .tables import PRECISIONS, TARGETS, Precision
 
 log = logging.getLogger(__name__)
 
@@ -174,14 +174,24 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
             quantized = search.quantized
             _coverage(quantized.model, target_info.opt_places, cfg, f"the quantised model on {cfg.target.value}")
 
+    precision_info = PRECISIONS[cfg.precision]
+    if precision_info.opt_fp16 or precision_info.opt_weight_quant:
+        from .quantize.weight_only import simulate
+
+        with run.stage("quantize"):   # opt does the real work; this is the host's simulation for tier B
+            quantized = simulate(static, cfg.precision.value, run.work / "simulated")
+
     with run.stage("lite"):
-        device_input = quantized.model if quantized else static
+        device_input = quantized.model if quantized and cfg.precision is Precision.int8 else static
         rewrites: tuple[dict, ...] = ()
         if target_info.opt_places == "x86":
             device_input, info = flatten_to_reshape(device_input, run.work / "rewrite-target", dict(evaluation.head(4).inputs))
             rewrites = (info,) if info else ()
         device = lite_stage.convert(device_input, target_info.opt_places, staging / "model.nb", timeout=cfg.tool_timeout,
-                                    target=cfg.target.value, precision=cfg.precision.value, rewrites=rewrites)
+                                    target=cfg.target.value, precision=cfg.precision.value, rewrites=rewrites,
+                                    fp16=precision_info.opt_fp16, weight_quant=precision_info.opt_weight_quant)
+        if precision_info.opt_fp16:
+            _require_fp16_kernels(device.nb_file)
 
     with run.stage("twin"):
         if target_info.opt_places == "x86" and not quantized:
@@ -219,6 +229,18 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
             manifest["quantization"]["search"] = search.to_json()
         result_bundle = bundle_mod.finalize(staging, cfg.bundle_dir, manifest)
     return BuildResult(result_bundle, report, dict(run.timings), search.lines() if search is not None else [])
+
+
+def _require_fp16_kernels(nb_file: Path) -> None:
+    """opt silently ignores --enable_fp16 when it was built without ARMv8.2 FP16 support."""
+    from .errors import ConversionError
+    from .lite.nbfile import kernels
+
+    if not any(k.precision == "FP16" for k in kernels(nb_file)):
+        raise ConversionError(
+            "paddle_lite_opt wrote an FP32 model for --quant fp16: the paddlelite wheel's opt was built without "
+            "ARMv8.2 FP16 support (LITE_WITH_ARM82_FP16), so --enable_fp16 has no effect",
+            "use --quant int16-weight (half-size weights, near-lossless) or int8, or an opt built with FP16 support")
 
 
 def _int8_max_drop(cfg: BuildConfig, has_labels: bool) -> float:
@@ -278,21 +300,30 @@ def _parity(cfg: BuildConfig, static: StaticModel, quantized: QuantizedModel | N
         report.accuracy["fp32 reference"] = parity.top1(reference[0], labels)
         report.accuracy["x86 twin .nb"] = parity.top1(twin[0], labels)
     if quantized is not None:
+        precision = cfg.precision.value
+        how = "PaddleSlim simulation" if cfg.precision is Precision.int8 else "weight-rounding simulation"
         simulated = StaticRunner(quantized.model).run(evaluation.inputs)
         qstats = parity.compare(reference, simulated, static.fetches)
         report.outputs["B"] = [s.__dict__ for s in qstats]
         if labels is not None:
-            report.accuracy["int8 simulated"] = parity.top1(simulated[0], labels)
-            drop = report.accuracy["fp32 reference"] - report.accuracy["int8 simulated"]
-            report.checks.append(parity.Check("B", "int8 (PaddleSlim simulation) vs fp32", "top1_drop_points", drop,
+            report.accuracy[f"{precision} simulated"] = parity.top1(simulated[0], labels)
+            drop = report.accuracy["fp32 reference"] - report.accuracy[f"{precision} simulated"]
+            report.checks.append(parity.Check("B", f"{precision} ({how}) vs fp32", "top1_drop_points", drop,
                                               _int8_max_drop(cfg, True), False, static.fetches[0]))
         else:
             for s in qstats:
-                report.checks.append(parity.Check("B", "int8 (PaddleSlim simulation) vs reference", "cosine", s.cosine,
+                report.checks.append(parity.Check("B", f"{precision} ({how}) vs reference", "cosine", s.cosine,
                                                   1.0 - _int8_max_drop(cfg, False), True, s.output))
-        report.notes.append("tier A covers the FP32 graph through Paddle-Lite's x86 kernels; tier B covers INT8 "
-                            "accuracy through PaddleSlim's fake-quant simulation. Paddle-Lite INT8 kernels run only on "
-                            "ARM: the ARM .nb itself is checked on devices with the bundle's golden vectors.")
+        if cfg.precision is Precision.int8:
+            report.notes.append("tier A covers the FP32 graph through Paddle-Lite's x86 kernels; tier B covers INT8 "
+                                "accuracy through PaddleSlim's fake-quant simulation. Paddle-Lite INT8 kernels run only "
+                                "on ARM: the ARM .nb itself is checked on devices with the bundle's golden vectors.")
+        else:
+            report.notes.append(f"tier A covers the FP32 graph through Paddle-Lite's x86 kernels; tier B covers {precision} "
+                                "through the same weights rounded on the host (opt's own conversion runs only for ARM; "
+                                + ("FP16 arithmetic is not simulated" if cfg.precision is Precision.fp16 else
+                                   "the device dequantises weights and computes in float")
+                                + "): the ARM .nb itself is checked on devices with the bundle's golden vectors.")
     else:
         report.notes.append("tier A covers the FP32 graph through Paddle-Lite's x86 kernels; the ARM .nb's own kernels "
                             "are checked on devices with the bundle's golden vectors.")
@@ -303,10 +334,10 @@ def _parity(cfg: BuildConfig, static: StaticModel, quantized: QuantizedModel | N
 
 def _golden_tolerances(cfg: BuildConfig, report: parity.ParityReport, reference) -> dict:
     scale = max(float(np.max(np.abs(r))) if r.size else 0.0 for r in reference)
-    if cfg.precision is Precision.int8:
+    if cfg.precision is not Precision.fp32:
         measured = min((s["cosine"] for s in report.outputs.get("B", [])), default=1.0)
         return {"min_cosine": round(min(cfg.gates.int8_min_cosine, measured - 0.01), 6), "max_abs": None,
-                "basis": "int8 on device vs fp32 reference: cosine limit from the host simulation minus 0.01"}
+                "basis": f"{cfg.precision.value} on device vs fp32 reference: cosine limit from the host simulation minus 0.01"}
     return {"min_cosine": 0.9999, "max_abs": round(1e-3 * max(1.0, scale), 8),
             "basis": "fp32 ARM kernels vs fp32 reference: 1e-3 of the output scale"}
 
@@ -371,7 +402,10 @@ def _manifest(cfg, run: _Run, static: StaticModel, quantized, device: LiteModel,
         "parity": report.to_json(),
         "golden": golden,
     }
-    if quantized is not None:
+    if quantized is not None and cfg.precision is not Precision.int8:
+        manifest["quantization"] = {"tool": "paddle_lite_opt", "mode": cfg.precision.value,
+                                    "host_simulation": quantized.algo, "seconds": round(quantized.seconds, 3)}
+    elif quantized is not None:
         from .quantize import count_quantized_ops
 
         manifest["quantization"] = {"tool": "paddleslim.quant.quant_post_static", "algo": quantized.algo,

@@ -30,7 +30,10 @@ TARGETS: dict[Target, TargetInfo] = {
 
 class Precision(str, enum.Enum):
     fp32 = "fp32"
+    fp16 = "fp16"
     int8 = "int8"
+    int8_weight = "int8-weight"
+    int16_weight = "int16-weight"
 
 
 @dataclass(frozen=True)
@@ -38,13 +41,33 @@ class PrecisionInfo:
     needs_calibration: bool
     quantized_for_opt: bool
     tradeoff: str
+    opt_fp16: bool = False
+    opt_weight_quant: str | None = None     # opt's --quant_type for weight-only quantisation
+    arm_only: bool = False
 
 
 PRECISIONS: dict[Precision, PrecisionInfo] = {
     Precision.fp32: PrecisionInfo(False, False, "float32 weights and compute: the reference accuracy, largest file"),
+    Precision.fp16: PrecisionInfo(
+        False, False,
+        "opt's FP16: half-size weights and FP16 kernels, fast only on ARMv8.2+ cores with FP16 arithmetic "
+        "(Cortex-A55/A75 and newer); older cores fall back to slower paths; host checks weight rounding only",
+        opt_fp16=True, arm_only=True,
+    ),
     Precision.int8: PrecisionInfo(
         True, True,
         "full-integer PaddleSlim post-training quantisation: ~1/4 weight size, int8 ARM kernels; "
         "needs calibration data; its kernels run only on ARM, so the host checks a simulation",
+        arm_only=True,
+    ),
+    Precision.int8_weight: PrecisionInfo(
+        False, False,
+        "opt's weight-only INT8: ~1/4 weight size, no calibration, float compute (no speed-up)",
+        opt_weight_quant="QUANT_INT8", arm_only=True,
+    ),
+    Precision.int16_weight: PrecisionInfo(
+        False, False,
+        "opt's weight-only INT16: ~1/2 weight size, near-lossless, float compute (no speed-up)",
+        opt_weight_quant="QUANT_INT16", arm_only=True,
     ),
 }

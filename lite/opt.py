@@ -69,11 +69,11 @@ def supported_ops(places: str, timeout: float = 120) -> set[str]:
 
 
 def convert(model: StaticModel, places: str, out_file: Path, *, timeout: float, target: str, precision: str,
-            rewrites: tuple[dict, ...] = ()) -> LiteModel:
+            rewrites: tuple[dict, ...] = (), fp16: bool = False, weight_quant: str | None = None) -> LiteModel:
     """Optimise `model` into `out_file` (.nb) for opt's `places`."""
     out_prefix = out_file.with_suffix("")
     request = {"action": "convert", "model_file": str(model.model_file), "params_file": str(model.params_file),
-               "places": places, "out": str(out_prefix)}
+               "places": places, "out": str(out_prefix), "fp16": fp16, "weight_quant": weight_quant}
     result, record = _call(request, timeout, f"paddle_lite_opt ({places}, {precision})")
     produced = out_prefix.with_suffix(".nb")
     if not produced.is_file() or produced.stat().st_size == 0:
@@ -84,6 +84,10 @@ def convert(model: StaticModel, places: str, out_file: Path, *, timeout: float, 
     zero_version_padding(out_file)   # reproducible builds: see nbfile.zero_version_padding
     argv = ("paddle_lite_opt", f"--model_file={model.model_file.name}", f"--param_file={model.params_file.name}",
             f"--valid_targets={places}", "--optimize_out_type=naive_buffer", f"--optimize_out={out_prefix.name}")
+    if fp16:
+        argv += ("--enable_fp16=true",)
+    if weight_quant:
+        argv += ("--quant_model=true", f"--quant_type={weight_quant}")
     inputs = {"model_file": sha256_file(model.model_file), "params_file": sha256_file(model.params_file)}
     return LiteModel(out_file, target, precision, result["version"], argv, record.seconds, rewrites,
                      tuple(record.argv), inputs)
