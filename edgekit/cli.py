@@ -27,6 +27,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 
 TARGET_HELP = "Device target: " + "; ".join(f"{t.value} = {i.note}" for t, i in TARGETS.items()) + "."
 QUANT_HELP = "Precision: " + "; ".join(f"{p.value} = {i.tradeoff}" for p, i in PRECISIONS.items()) + "."
+PRUNE_HELP = ("Prune conv filters (PaddleSlim): a ratio of every prunable conv (0.3), a target with per-layer ratios "
+              "chosen (flops:50%, params:40%), or per-layer ratios (features.0=0.5,features.4=0.3).")
+FINETUNE_HELP = "Fine-tune hook for a pruned factory model: package.module:function, called as function(model, epochs)."
 
 
 def _exit_on_sigterm() -> None:
@@ -102,13 +105,16 @@ def build(
     no_cache: bool = typer.Option(False, "--no-cache", help="Calibrate everything again and keep nothing."),
     name: Optional[str] = typer.Option(None, "--name", help="Model name used for the bundle folder."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output root; the bundle goes to OUT/<name>/<target>-<quant>/. Default ./build."),
+    prune: Optional[str] = typer.Option(None, "--prune", help=PRUNE_HELP + " Default: no pruning."),
+    finetune: Optional[str] = typer.Option(None, "--finetune", help=FINETUNE_HELP),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Fine-tuning epochs passed to the hook. Default 3."),
     verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output (-vv for Paddle's own)."),
     quiet: bool = typer.Option(False, "--quiet", help="Only the result and errors."),
 ) -> None:
-    """Export, quantise, convert to .nb, verify parity on the host, and write the bundle."""
+    """Export, (prune,) quantise, convert to .nb, verify parity on the host, and write the bundle."""
     _setup_logging(verbose, quiet)
     search = {"search_algos": search_algos, "max_drop": max_drop, "fallback": False if no_fallback else None,
-              "cache_dir": "off" if no_cache else cache_dir}
+              "cache_dir": "off" if no_cache else cache_dir, "prune": prune, "finetune": finetune, "epochs": epochs}
     _guarded(_build)(model, config, target, quant, weights, params, inputs, calib, eval_data, labels, algo, name, out, quiet,
                      search)
 
@@ -144,6 +150,9 @@ def _build(model, config, target, quant, weights, params, inputs, calib, eval_da
     if not quiet:
         typer.echo(f"building {cfg.model.name} for {cfg.target.value} {cfg.precision.value} -> {cfg.bundle_dir}", err=True)
     result = run_build(cfg, progress)
+    if result.prune is not None:
+        for line in result.prune.lines():
+            typer.echo(line)
     for line in result.quant_search:
         typer.echo(line)
     for line in result.report.lines():
@@ -152,6 +161,52 @@ def _build(model, config, target, quant, weights, params, inputs, calib, eval_da
     typer.echo(f"model.nb: {m['bytes'] / 1024:.1f} KiB (graph {m['program_bytes'] / 1024:.1f} KiB, weights "
                f"{m['params_bytes'] / 1024:.1f} KiB), opt {m['opt_version']}")
     typer.echo(f"bundle: {result.bundle.path}")
+
+
+@app.command("prune")
+def prune_command(
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="A factory (package.module:factory, pruned in dynamic "
+                                        "graph and fine-tuned) or an exported model (pruned as a program; no fine-tuning)."),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="edgekit.toml; its [prune] table holds the same settings."),
+    spec: Optional[str] = typer.Option(None, "--prune", help=PRUNE_HELP),
+    finetune: Optional[str] = typer.Option(None, "--finetune", help=FINETUNE_HELP),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Fine-tuning epochs passed to the hook. Default 3."),
+    criterion: Optional[str] = typer.Option(None, "--criterion", help="l1_norm (default) or fpgm."),
+    weights: Optional[Path] = typer.Option(None, "--weights", help="A .pdparams state dict for a factory model."),
+    params: Optional[Path] = typer.Option(None, "--params", help="The .pdiparams of an exported model, when not beside it."),
+    inputs: List[str] = typer.Option([], "--input", "-i", help="Input spec name:shape[:dtype] (as for build)."),
+    eval_data: Optional[Path] = typer.Option(None, "--eval", help="Evaluation data: the task metric before/after, and the "
+                                             "sensitivity analysis (on a sample of it)."),
+    labels: Optional[Path] = typer.Option(None, "--labels", help="Class names, one per line (order = class index)."),
+    name: Optional[str] = typer.Option(None, "--name", help="Model name used for the output folder."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output root; the pruned model goes to OUT/<name>/pruned/."),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output (-vv for Paddle's own)."),
+) -> None:
+    """Prune conv filters and write a pruned model folder (model + prune.json report) that `build --model` takes."""
+    _setup_logging(verbose, False)
+    _guarded(_prune)(model, config, spec, finetune, epochs, criterion, weights, params, inputs, eval_data, labels, name, out)
+
+
+def _prune(model, config, spec, finetune, epochs, criterion, weights, params, inputs, eval_data, labels, name, out) -> None:
+    from .config import InputSpec, resolve
+    from .errors import ConfigError
+
+    flags = {"model": model, "weights": weights, "params_file": params, "inputs": tuple(InputSpec.parse(i) for i in inputs) or None,
+             "evaluation": eval_data, "labels": labels, "name": name, "out_dir": out, "prune": spec, "finetune": finetune,
+             "epochs": epochs, "criterion": criterion}
+    cfg = resolve(config, flags)
+    if cfg.prune is None:
+        raise ConfigError("nothing to prune: no --prune and no [prune] table", "pass --prune 0.3, --prune flops:50% or per-layer ratios")
+    import paddle  # noqa: F401  (paddle installs its own SIGTERM handler on import: ours must come after)
+
+    from .prune import prune_to_folder
+
+    _exit_on_sigterm()
+    folder, pruned = prune_to_folder(cfg, cfg.prune)
+    for line in pruned.report.lines():
+        typer.echo(line)
+    typer.echo(f"pruned model: {folder}")
+    typer.echo(f"next: edgekit build --model {folder} (plus --input/--calib/--eval as for the original model)")
 
 
 @app.command()

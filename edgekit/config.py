@@ -11,11 +11,14 @@ import os
 import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .data import PreprocessSpec
 from .errors import ConfigError, DataError
-from .tables import PRECISIONS, TARGETS, Precision, Target
+from .tables import PRECISIONS, Precision, Target
+
+if TYPE_CHECKING:  # edgekit.prune imports this module: import it inside functions only
+    from .prune.config import PruneConfig
 
 try:  # Python 3.11 has tomllib; 3.8-3.10 (the only ones Paddle-Lite supports) use tomli
     import tomllib  # type: ignore[import-not-found]
@@ -114,6 +117,7 @@ class BuildConfig:
     out_dir: Path = Path("build")
     tool_timeout: float = 600.0
     config_file: Path | None = None
+    prune: PruneConfig | None = None     # [prune] / --prune: prune conv filters before quantising
 
     @property
     def bundle_dir(self) -> Path:
@@ -166,10 +170,10 @@ def _path(base: Path, value: Any) -> Path | None:
 def _toml_layer(path: Path) -> dict:
     """Flatten edgekit.toml into the same keys the flags use; paths resolved against the file."""
     raw = load_toml(path)
-    unknown = set(raw) - {"model", "data", "preprocess", "build", "quantize", "parity"}
+    unknown = set(raw) - {"model", "data", "preprocess", "build", "quantize", "parity", "prune"}
     if unknown:
         raise ConfigError(f"unknown section(s) in {path}: {', '.join(sorted(unknown))}",
-                          "sections are model, data, preprocess, build, quantize, parity")
+                          "sections are model, data, preprocess, build, quantize, parity, prune")
     base = path.parent.resolve()
     out: dict[str, Any] = {}
     model = _section(raw, "model", {"name", "factory", "weights", "model_file", "params_file", "inputs"}, path)
@@ -194,6 +198,13 @@ def _toml_layer(path: Path) -> dict:
     if out.get("cache_dir") not in (None, "", "off"):
         out["cache_dir"] = _path(base, out["cache_dir"])
     out.update(_section(raw, "parity", {f.name for f in fields(ParityGates)}, path))
+    if "prune" in raw:
+        from .prune.config import KNOWN_KEYS
+
+        table = _section(raw, "prune", KNOWN_KEYS, path)
+        if table.get("cache_dir"):
+            table["cache_dir"] = _path(base, table["cache_dir"])
+        out["prune_table"] = table
     return out
 
 
@@ -342,7 +353,22 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
         raise ConfigError(f"output root {out_dir} exists and is not a folder", "pass --out with a folder path")
     return BuildConfig(model=model, data=data, target=target, precision=precision, quant=quant, gates=gates,
                        out_dir=out_dir, tool_timeout=timeout,
-                       config_file=config_file.absolute() if config_file else None)
+                       config_file=config_file.absolute() if config_file else None, prune=_prune(m, out_dir))
+
+
+def _prune(m: dict, out_dir: Path):
+    """[prune] overridden by --prune/--finetune/--epochs/--criterion; sensitivity is cached under the output root."""
+    from .prune.config import merge_prune, prune_config
+
+    raw = merge_prune(m.get("prune_table"), m.get("prune"), finetune=m.get("finetune"), epochs=m.get("epochs"),
+                      criterion=m.get("criterion"))
+    if raw is None:
+        return None
+    if raw.get("finetune") and not m.get("factory"):
+        raise ConfigError("--finetune needs a factory model: an exported model has no training code to fine-tune",
+                          "prune the package.module:factory model instead, or leave out --finetune")
+    raw.setdefault("cache_dir", out_dir / ".cache" / "prune")
+    return prune_config(raw)
 
 
 def _typed(f, value: Any, section: str) -> Any:

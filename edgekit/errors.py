@@ -76,6 +76,12 @@ class BundleError(EdgekitError):
     exit_code = 10
 
 
+class PruneError(EdgekitError):
+    """Pruning or its fine-tuning failed, or the plan cannot reach what was asked."""
+
+    exit_code = 12
+
+
 class ToolError(EdgekitError):
     """An external process failed, timed out or died from a signal."""
 

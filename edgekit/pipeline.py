@@ -29,7 +29,7 @@ from .tables import PRECISIONS, TARGETS, Precision
 
 log = logging.getLogger(__name__)
 
-STAGES = ("export", "data", "coverage", "quantize", "lite", "twin", "parity", "package")
+STAGES = ("export", "prune", "data", "coverage", "quantize", "lite", "twin", "parity", "package")
 Progress = Callable[[str, str], None]   # (stage, "start" | "done")
 
 
@@ -39,6 +39,7 @@ class BuildResult:
     report: parity.ParityReport
     timings: dict = field(default_factory=dict)
     quant_search: list = field(default_factory=list)     # the int8 search's summary lines
+    prune: object | None = None          # edgekit.prune.PruneReport when --prune was given
 
 
 @dataclass
@@ -131,7 +132,8 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
             # the export check needs inputs: evaluation data when given, else seeded random tensors
             probe = StaticModel(Path(), None, cfg.model.inputs, (), "dygraph")
             probe_samples = _load(cfg, probe, cfg.data.evaluation, labels) if cfg.data.evaluation else _synthetic(probe, 4)
-            static = export_stage.export_dygraph(cfg.model, run.work / "export", dict(probe_samples.head(8).inputs))
+            if cfg.prune is None:   # a pruned factory model is exported by the prune stage, after pruning
+                static = export_stage.export_dygraph(cfg.model, run.work / "export", dict(probe_samples.head(8).inputs))
         elif cfg.model.model_file is not None and cfg.model.model_file.suffix.lower() == ".onnx":
             from .export.onnx_import import import_onnx
 
@@ -141,6 +143,24 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
                                                   timeout=cfg.tool_timeout)
         else:
             static = export_stage.load_inference(cfg.model, run.work / "export")
+
+    pruned = None
+    if cfg.prune is not None:
+        from .prune import measure_nb, prune_factory_model, prune_inference_model
+
+        with run.stage("prune"):
+            (run.work / "prune").mkdir()
+            if cfg.model.factory:
+                evaluation = probe_samples.head(cfg.gates.max_samples) if cfg.data.evaluation else None
+                pruned = prune_factory_model(cfg.model, cfg.prune, run.work / "prune", evaluation)
+            else:
+                aliases = run.onnx_import["feeds"] if run.onnx_import else None
+                evaluation = _load(cfg, static, cfg.data.evaluation, labels, aliases).head(cfg.gates.max_samples) \
+                    if cfg.data.evaluation else None
+                pruned = prune_inference_model(static, cfg.prune, run.work / "prune", evaluation)
+            (run.work / "prune" / "nb").mkdir()
+            measure_nb(pruned, run.work / "prune" / "nb", cfg.tool_timeout)
+            static = pruned.model
 
     with run.stage("data"):
         aliases = run.onnx_import["feeds"] if run.onnx_import else None
@@ -208,6 +228,8 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
         report = _parity(cfg, static, quantized, twin_file, evaluation, LiteRunner)
         if search is not None and not search.holds:
             report.notes.extend(line.strip() for line in search.lines(with_notes=False))
+        if pruned is not None and pruned.report.metric_name == "top-1 %" and "int8 simulated" in report.accuracy:
+            pruned.report.metric["int8 simulated"] = report.accuracy["int8 simulated"]
         report.raise_if_failed()      # no bundle for a model that failed its gates
 
     with run.stage("package"):
@@ -224,11 +246,17 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
             from .quantize.report import write_report
 
             write_report(search, staging / "quant", nb_bytes=device.nb_file.stat().st_size)
-        manifest = _manifest(cfg, run, static, quantized, device, twin, report, evaluation, calibration, golden)
+        manifest = _manifest(cfg, run, static, quantized, device, twin, report, evaluation, calibration, golden,
+                             pruned.unpruned if pruned is not None and not cfg.model.factory else None)
         if search is not None:
             manifest["quantization"]["search"] = search.to_json()
+        if pruned is not None:
+            pruned.report.nb_bytes[f"bundle {cfg.target.value} {cfg.precision.value}"] = device.nb_file.stat().st_size
+            (staging / "prune.txt").write_text("\n".join(pruned.report.lines()) + "\n", encoding="utf-8")
+            manifest["pruning"] = dict(pruned.report.to_json(), seconds=pruned.seconds)
         result_bundle = bundle_mod.finalize(staging, cfg.bundle_dir, manifest)
-    return BuildResult(result_bundle, report, dict(run.timings), search.lines() if search is not None else [])
+    return BuildResult(result_bundle, report, dict(run.timings), search.lines() if search is not None else [],
+                       pruned.report if pruned is not None else None)
 
 
 def _require_fp16_kernels(nb_file: Path) -> None:
@@ -353,7 +381,9 @@ def _factory_source(factory: str) -> dict:
 
 
 def _manifest(cfg, run: _Run, static: StaticModel, quantized, device: LiteModel, twin: LiteModel,
-              report: parity.ParityReport, evaluation: Samples, calibration: Samples | None, golden: dict) -> dict:
+              report: parity.ParityReport, evaluation: Samples, calibration: Samples | None, golden: dict,
+              source: StaticModel | None = None) -> dict:
+    """`source`: the model as given, when a stage (prune) replaced `static` before export to .nb."""
     from .lite import read_header
 
     header = read_header(device.nb_file)
@@ -363,11 +393,12 @@ def _manifest(cfg, run: _Run, static: StaticModel, quantized, device: LiteModel,
         source_files["factory"] = _factory_source(cfg.model.factory)
     if cfg.model.weights is not None:
         source_files["weights"] = {"path": str(cfg.model.weights), "sha256": sha256_file(cfg.model.weights)}
-    if static.origin == "inference":   # the stage's copies are byte-identical to the given files
-        source_files["model_file"] = {"path": str(cfg.model.model_file), "sha256": sha256_file(static.model_file)}
-        if static.params_file is not None:
+    given = source or static
+    if given.origin == "inference":   # the stage's copies are byte-identical to the given files
+        source_files["model_file"] = {"path": str(cfg.model.model_file), "sha256": sha256_file(given.model_file)}
+        if given.params_file is not None:
             source_files["params_file"] = {"path": str(cfg.model.params_file or cfg.model.model_file),
-                                           "sha256": sha256_file(static.params_file)}
+                                           "sha256": sha256_file(given.params_file)}
     if run.onnx_import:
         source_files["onnx"] = {k: run.onnx_import["source"][k] for k in ("path", "sha256")}
     manifest = {

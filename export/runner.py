@@ -9,7 +9,6 @@ Inference with IR optimisation switched off (two independent engines agreeing).
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Mapping
 
 import numpy as np

@@ -1,0 +1,93 @@
+"""`edgekit prune`: prune a model into a stage folder that `edgekit build --model FOLDER` takes.
+
+    OUT/<name>/pruned/model.pdmodel, model.pdiparams   the pruned inference model
+                      prune.json                        the report (per layer, FLOPs, params, metric, .nb sizes)
+                      manifest.json                     sha256 + size of each file, versions, the resolved config
+
+Written to a staging folder and renamed into place, like a bundle.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from edgekit.artifacts import StaticModel, sha256_file
+from edgekit.config import BuildConfig
+from edgekit.data import Samples, load_samples, read_labels
+from edgekit.errors import BundleError
+
+from .config import PruneConfig
+from .stage import PrunedModel, prune_factory_model, write_report
+
+
+def evaluation_samples(cfg: BuildConfig, feeds) -> Samples | None:
+    if cfg.data.evaluation is None:
+        return None
+    labels = read_labels(cfg.data.labels) if cfg.data.labels else None
+    samples = load_samples(cfg.data.evaluation, [f.name for f in feeds], cfg.data.preprocess, labels)
+    dtypes = {f.name: f.dtype for f in feeds}
+    samples = Samples({k: v.astype(dtypes[k], copy=False) for k, v in samples.inputs.items()}, samples.labels,
+                      samples.files, samples.source)
+    return samples.head(cfg.gates.max_samples)
+
+
+def prune_model(cfg: BuildConfig, prune_cfg: PruneConfig, work: Path) -> PrunedModel:
+    """Either path, by what the model is: a factory (dygraph, fine-tunable) or an exported program (static)."""
+    if cfg.model.factory:
+        return prune_factory_model(cfg.model, prune_cfg, work, evaluation_samples(cfg, cfg.model.inputs))
+    from edgekit.export import load_inference
+
+    from .static import prune_inference_model
+
+    (work / "source").mkdir(parents=True, exist_ok=True)
+    static = load_inference(cfg.model, work / "source")
+    return prune_inference_model(static, prune_cfg, work, evaluation_samples(cfg, static.feeds))
+
+
+def measure_nb(pruned: PrunedModel, work: Path, timeout: float) -> None:
+    """The ARM fp32 .nb size before and after, into the report (opt runs in its child process)."""
+    from edgekit.lite import convert
+
+    for name, model in (("unpruned", pruned.unpruned), ("pruned", pruned.model)):
+        if model is not None:
+            lite = convert(model, "arm", work / f"{name}.nb", timeout=timeout, target="arm64", precision="fp32")
+            pruned.report.nb_bytes[name] = lite.nb_file.stat().st_size
+
+
+def prune_to_folder(cfg: BuildConfig, prune_cfg: PruneConfig) -> tuple[Path, PrunedModel]:
+    from edgekit import versions
+
+    destination = cfg.out_dir / cfg.model.name / "pruned"
+    cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=".edgekit-prune-", dir=cfg.out_dir)).absolute()
+    try:
+        pruned = prune_model(cfg, prune_cfg, work)
+        (work / "nb").mkdir()
+        measure_nb(pruned, work / "nb", cfg.tool_timeout)
+        staging = work / "stage"
+        staging.mkdir()
+        for source, name in ((pruned.model.model_file, "model.pdmodel"), (pruned.model.params_file, "model.pdiparams")):
+            shutil.copyfile(source, staging / name)
+        write_report(pruned.report, staging, {"seconds": pruned.seconds, "model": cfg.model.name})
+        files = {p.name: {"sha256": sha256_file(p), "bytes": p.stat().st_size} for p in sorted(staging.iterdir())}
+        manifest = {"schema": "edgekit.prune/1", "files": files, "versions": versions.collect(),
+                    "config": dict(cfg.to_json(), prune=prune_cfg.to_json()),
+                    "inputs": [{"name": f.name, "shape": list(f.shape), "dtype": f.dtype} for f in pruned.model.feeds],
+                    "outputs": list(pruned.model.fetches), "report": pruned.report.to_json()}
+        (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        if destination.exists():
+            shutil.rmtree(destination)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            staging.rename(destination)
+        except OSError as exc:
+            raise BundleError(f"cannot move the pruned model into {destination}: {exc.strerror}",
+                              "pass a writable --out") from exc
+        final = StaticModel(destination / "model.pdmodel", destination / "model.pdiparams", pruned.model.feeds,
+                            pruned.model.fetches, pruned.model.origin, pruned.model.op_types)
+        return destination, PrunedModel(final, None, pruned.report, pruned.seconds)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
