@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from edgekit.config import BUNDLED_EXAMPLE, BuildConfig, InputSpec, ModelConfig, resolve
-from edgekit.errors import ConfigError, DataError, EdgekitError
+from edgekit.errors import ConfigError, EdgekitError
 from edgekit.tables import Precision, Target
 
 NO_ENV: dict = {}
