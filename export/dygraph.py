@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import importlib
 import logging
-import sys
 from pathlib import Path
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from edgekit.artifacts import StaticModel
-from edgekit.config import ModelConfig
+from edgekit.config import InputSpec, ModelConfig
 from edgekit.errors import ExportError, InputModelError
 
 from . import program as prog
@@ -102,15 +102,28 @@ def _sources(program) -> dict:
     return found
 
 
-def export_dygraph(cfg: ModelConfig, out_dir: Path, samples: dict[str, np.ndarray]) -> StaticModel:
-    """to_static + jit.save, then check the saved program against the dynamic model on `samples`."""
+def export_dygraph(cfg: ModelConfig, out_dir: Path, samples: Mapping[str, np.ndarray]) -> StaticModel:
+    """Build the factory's model and export it (see `export_layer`)."""
+    import paddle
+
+    paddle.disable_static()
+    return export_layer(build_layer(cfg), cfg.inputs, out_dir, samples, cfg.factory or "the model")
+
+
+def export_layer(layer, inputs: Sequence[InputSpec], out_dir: Path, samples: Mapping[str, np.ndarray],
+                 what: str = "the model") -> StaticModel:
+    """to_static + jit.save of an in-memory layer, then check the saved program against it on `samples`.
+
+    The one export path: factory models and pruned (in-memory) models both come here.
+    """
     import paddle
     from paddle.static import InputSpec as PaddleSpec
 
     paddle.disable_static()
-    layer = build_layer(cfg)
-    specs = [PaddleSpec(list(i.shape), i.dtype, i.name) for i in cfg.inputs]
+    layer.eval()
+    specs = [PaddleSpec(list(i.shape), i.dtype, i.name) for i in inputs]
     prefix = out_dir / "model"
+    own_forward = layer.__dict__.get("forward")
     try:
         # unique_name.guard: variable names (conv2d_0.w_0 ...) do not depend on what ran before,
         # so the same model always exports to the same bytes
@@ -119,33 +132,41 @@ def export_dygraph(cfg: ModelConfig, out_dir: Path, samples: dict[str, np.ndarra
             paddle.jit.save(static_layer, str(prefix))
             sources = _sources(static_layer.forward.concrete_program.main_program)
     except Exception as exc:
-        raise ExportError(f"paddle.jit.to_static failed for {cfg.factory}: {type(exc).__name__}: {_last_line(exc)}",
-                          "make forward() traceable (no Python-side data-dependent control flow) or export it yourself and pass the .pdmodel") from exc
+        raise ExportError(f"paddle.jit.to_static failed for {what}: {type(exc).__name__}: {_last_line(exc)}",
+                          "make forward() traceable (no Python-side data-dependent control flow; a pruned layer must "
+                          "read channel counts from its weights) or export it yourself and pass the .pdmodel") from exc
+    finally:
+        # to_static replaces layer.forward in place; callers may go on using the layer as a dynamic model
+        if own_forward is None:
+            layer.__dict__.pop("forward", None)
+        else:
+            layer.__dict__["forward"] = own_forward
     for extra in out_dir.glob("model.pdiparams.info"):
         extra.unlink()
     with paddle.no_grad():
-        dyn = layer(*[paddle.to_tensor(samples[i.name]) for i in cfg.inputs])
+        dyn = layer(*[paddle.to_tensor(samples[i.name]) for i in inputs])
     dyn_outs = [t.numpy() for t in (dyn if isinstance(dyn, (list, tuple)) else [dyn])]
     program = prog.parse_program(prefix.with_suffix(".pdmodel"))
     feeds, fetches = prog.feeds_and_fetches(program)
-    if [f[0] for f in feeds] != [i.name for i in cfg.inputs]:
-        raise ExportError(f"exported feeds {[f[0] for f in feeds]} differ from the input specs {[i.name for i in cfg.inputs]}",
+    if [f[0] for f in feeds] != [i.name for i in inputs]:
+        raise ExportError(f"exported feeds {[f[0] for f in feeds]} differ from the input specs {[i.name for i in inputs]}",
                           "name the InputSpecs after forward()'s arguments, in order")
-    model = StaticModel(prefix.with_suffix(".pdmodel"), prefix.with_suffix(".pdiparams"), cfg.inputs, tuple(fetches),
+    model = StaticModel(prefix.with_suffix(".pdmodel"), prefix.with_suffix(".pdiparams"), tuple(inputs), tuple(fetches),
                         "dygraph", prog.op_types(program), sources)
     for index, out in enumerate(dyn_outs):
         if not np.isfinite(out).all():
             raise ExportError(f"the model's output {index} contains NaN or Inf on the export-check inputs",
                               "check the weights and the model's numerics (log/sqrt/div of invalid values) in Paddle first")
     static_outs = StaticRunner(model).run(samples)
+    paddle.disable_static()     # StaticRunner switched to static mode; callers continue in dygraph
     if len(dyn_outs) != len(static_outs):
         raise ExportError(f"the dynamic model returns {len(dyn_outs)} outputs, the exported program {len(static_outs)}",
                           "return a tensor or a flat tuple of tensors from forward()")
     worst = max(float(np.max(np.abs(a.astype(np.float64) - b))) if a.size else 0.0 for a, b in zip(dyn_outs, static_outs))
     if not np.isfinite(worst) or worst > EXPORT_MAX_ABS:
-        raise ExportError(f"the exported program differs from the dynamic model by {worst:.3g} (limit {EXPORT_MAX_ABS:g})",
+        raise ExportError(f"the exported {what} differs from the dynamic model by {worst:.3g} (limit {EXPORT_MAX_ABS:g})",
                           "check for layers that behave differently in eval mode or when traced")
-    log.info("export check: static vs dynamic max abs %.3g on %d samples", worst, len(next(iter(samples.values()))))
+    count = int(len(next(iter(samples.values()))))
+    log.info("export check (%s): static vs dynamic max abs %.3g on %d samples", what, worst, count)
     return StaticModel(model.model_file, model.params_file, model.feeds, model.fetches, "dygraph", model.op_types, sources,
-                       {"engine": "paddle.static.Executor vs dynamic graph", "max_abs": worst,
-                        "samples": int(len(next(iter(samples.values())))), "python": sys.version.split()[0]})
+                       {"engine": "paddle.static.Executor vs dynamic graph", "max_abs": worst, "samples": count})

@@ -115,7 +115,7 @@ def prune_factory_model(model_cfg: ModelConfig, cfg: PruneConfig, out_dir: Path,
         report.check_budget(cfg.budget)
     start = time.monotonic()
     (out_dir / "pruned").mkdir(parents=True, exist_ok=True)
-    model = export_layer(layer, model_cfg.inputs, out_dir / "pruned", dict(check.inputs))
+    model = export_layer(layer, model_cfg.inputs, out_dir / "pruned", dict(check.inputs), "the pruned model")
     seconds["export pruned"] = round(time.monotonic() - start, 3)
     write_report(report, out_dir / "pruned", {"seconds": seconds, "model": model_cfg.name})
     return PrunedModel(model, unpruned, report, seconds)

@@ -8,7 +8,6 @@ arguments, inside a temporary working directory, behind typed errors.
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import os
 import tempfile
@@ -20,32 +19,13 @@ from edgekit.artifacts import QuantizedModel, StaticModel
 from edgekit.config import QuantConfig
 from edgekit.data import Samples
 from edgekit.errors import DataError, QuantizeError
+from edgekit.quiet import quiet_toolchain
 from edgekit.export import program as prog
 
 log = logging.getLogger(__name__)
 
 QUANTIZABLE_OPS = ("conv2d", "depthwise_conv2d", "conv2d_transpose", "mul", "matmul", "matmul_v2")
 MIN_CALIBRATION_SAMPLES = 8
-
-
-@contextlib.contextmanager
-def _quiet_paddleslim():
-    """PaddleSlim logs INFO lines and draws progress bars on the console; keep them for -vv only."""
-    if logging.getLogger().isEnabledFor(logging.DEBUG):
-        yield
-        return
-    # paddle's own deprecation notices about how PaddleSlim loads models are not the user's to fix
-    names = [n for n in logging.root.manager.loggerDict if n.startswith(("paddleslim", "paddle"))]
-    levels = {n: logging.getLogger(n).level for n in names}
-    for name in names:
-        logging.getLogger(name).setLevel(logging.ERROR)
-    sink = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            yield
-    finally:
-        for name, level in levels.items():
-            logging.getLogger(name).setLevel(level)
 
 
 @contextlib.contextmanager
@@ -93,7 +73,7 @@ def quantize_int8(model: StaticModel, samples: Samples, cfg: QuantConfig, out_di
     calib = samples.spread(batch_nums * batch_size)   # every class, not the first folders only
     start = time.monotonic()
     paddle.enable_static()
-    with tempfile.TemporaryDirectory(prefix="edgekit-ptq-") as scratch, _inside(scratch), _quiet_paddleslim():
+    with tempfile.TemporaryDirectory(prefix="edgekit-ptq-") as scratch, _inside(scratch), quiet_toolchain():
         exe = paddle.static.Executor(paddle.CPUPlace())
         scope = paddle.static.Scope()
         try:
