@@ -251,7 +251,10 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
         if search is not None:
             manifest["quantization"]["search"] = search.to_json()
         if pruned is not None:
-            pruned.report.nb_bytes[f"bundle {cfg.target.value} {cfg.precision.value}"] = device.nb_file.stat().st_size
+            key = f"bundle {cfg.target.value} {cfg.precision.value}"
+            header = lite_stage.read_header(device.nb_file)
+            pruned.report.nb_bytes[key] = header.file_bytes
+            pruned.report.nb_parts[key] = {"graph": header.program_bytes, "weights": header.params_bytes}
             (staging / "prune.txt").write_text("\n".join(pruned.report.lines()) + "\n", encoding="utf-8")
             manifest["pruning"] = dict(pruned.report.to_json(), seconds=pruned.seconds)
         result_bundle = bundle_mod.finalize(staging, cfg.bundle_dir, manifest)

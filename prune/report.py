@@ -30,6 +30,7 @@ class PruneReport:
     metric_name: str = ""
     metric: dict[str, float] = field(default_factory=dict)     # "unpruned", "pruned", "fine-tuned", "int8", ...
     nb_bytes: dict[str, int] = field(default_factory=dict)     # "unpruned", "pruned": the .nb size
+    nb_parts: dict[str, dict] = field(default_factory=dict)    # the same keys: {"graph": bytes, "weights": bytes}
     sensitivity: dict | None = None
     checks: list[parity.Check] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -59,7 +60,10 @@ class PruneReport:
             out.append(f"    parameters: {self.params['before']:,} -> {self.params['after']:,} "
                        f"(-{self.params_reduction * 100:.1f} %)")
         if self.nb_bytes:
-            out.append("    .nb size: " + ", ".join(f"{k} {v / 1024:.1f} KiB" for k, v in self.nb_bytes.items()))
+            out.append("    .nb size: " + ", ".join(
+                f"{k} {v / 1024:.1f} KiB" + (f" (graph {self.nb_parts[k]['graph'] / 1024:.1f} + weights "
+                                             f"{self.nb_parts[k]['weights'] / 1024:.1f})" if k in self.nb_parts else "")
+                for k, v in self.nb_bytes.items()))
         for stage, value in self.metric.items():
             out.append(f"    {self.metric_name} {stage}: {value:.2f}")
         if self.sensitivity:
@@ -89,7 +93,7 @@ class PruneReport:
         return {"criterion": self.criterion, "how": self.how, "layers": [asdict(r) for r in self.rows],
                 "chosen_ratios": self.chosen_ratios(), "flops": self.flops, "flops_reduction": self.flops_reduction,
                 "params": self.params, "params_reduction": self.params_reduction, "metric_name": self.metric_name,
-                "metric": self.metric, "nb_bytes": self.nb_bytes, "sensitivity": self.sensitivity,
+                "metric": self.metric, "nb_bytes": self.nb_bytes, "nb_parts": self.nb_parts, "sensitivity": self.sensitivity,
                 "checks": [dict(asdict(c), passed=c.passed) for c in self.checks], "notes": self.notes}
 
 
