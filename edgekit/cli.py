@@ -103,6 +103,8 @@ def build(
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Calibration cache. Default $XDG_CACHE_HOME/edgekit/calibration "
                                              "(~/.cache/...); EDGEKIT_CACHE_DIR."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Calibrate everything again and keep nothing."),
+    task: Optional[str] = typer.Option(None, "--task", help="Task metric: classification, ocr_det, ocr_rec, ocr_cls. Default: "
+                                       "the evaluation data's truth file (<name>.truth.json / truth.json), else top-1 with labels."),
     name: Optional[str] = typer.Option(None, "--name", help="Model name used for the bundle folder."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output root; the bundle goes to OUT/<name>/<target>-<quant>/. Default ./build."),
     prune: Optional[str] = typer.Option(None, "--prune", help=PRUNE_HELP + " Default: no pruning."),
@@ -114,7 +116,8 @@ def build(
     """Export, (prune,) quantise, convert to .nb, verify parity on the host, and write the bundle."""
     _setup_logging(verbose, quiet)
     search = {"search_algos": search_algos, "max_drop": max_drop, "fallback": False if no_fallback else None,
-              "cache_dir": "off" if no_cache else cache_dir, "prune": prune, "finetune": finetune, "epochs": epochs}
+              "cache_dir": "off" if no_cache else cache_dir, "prune": prune, "finetune": finetune, "epochs": epochs,
+              "task_kind": task}
     _guarded(_build)(model, config, target, quant, weights, params, inputs, calib, eval_data, labels, algo, name, out, quiet,
                      search)
 
@@ -247,6 +250,53 @@ def _parity(path: Path) -> None:
         typer.echo(line)
     if not ok:
         raise typer.Exit(9)
+
+
+@app.command()
+def run(
+    bundle: Path = typer.Argument(..., help="A bundle folder written by `edgekit build`."),
+    image: Path = typer.Argument(..., help="An image file (PNG/JPEG)."),
+    as_json: bool = typer.Option(False, "--json", help="Pretty-print the JSON result."),
+) -> None:
+    """Run a bundle's x86 twin on one image with the bundle's own pre/post-processing; print the result."""
+    _guarded(_run)(bundle, image, as_json)
+
+
+def _run(bundle_path: Path, image: Path, as_json: bool) -> None:
+    import cv2
+
+    from . import bundle as bundle_mod
+    from .data import PreprocessSpec
+    from .errors import BundleError, DataError
+    from .lite.runtime import LiteRunner
+    from .tasks import TaskKind, make_task
+    from .tasks.ocr import line_tensor, normalize
+
+    manifest = bundle_mod.load(bundle_path).manifest
+    task_file = bundle_path / "task.json"
+    if not task_file.is_file():
+        raise BundleError(f"{bundle_path} has no task.json: it was built without labels or ground truth",
+                          "rebuild with labelled evaluation data (or a truth file) so the bundle knows its task")
+    spec = json.loads(task_file.read_text(encoding="utf-8"))
+    task = make_task(spec["kind"], spec["options"])
+    picture = cv2.imread(str(image), cv2.IMREAD_COLOR)
+    if picture is None:
+        raise DataError(f"cannot decode image {image}", "give a PNG/JPEG file")
+    feed = manifest["model"]["inputs"][0]
+    height, width = feed["shape"][2:]
+    if task.kind in (TaskKind.ocr_rec, TaskKind.ocr_cls):
+        x = line_tensor(picture, height, width)
+    elif task.kind is TaskKind.ocr_det:          # boxes come back in model pixels
+        x = normalize(cv2.resize(picture, (width, height)))
+    else:
+        raw = json.loads((bundle_path / "preprocess.json").read_text(encoding="utf-8"))["preprocess"]
+        if raw is None:
+            raise BundleError(f"{bundle_path} has no preprocessing spec (it was built from tensor data)",
+                              "rebuild with an image folder and a [preprocess] table to run it on images")
+        x = PreprocessSpec.from_mapping({k: v for k, v in raw.items() if k != "order"}).apply(picture)
+    outputs = LiteRunner(bundle_path / manifest["host_twin"]["file"], [feed["name"]]).run_one({feed["name"]: x[None]})
+    result = task.postprocess(outputs)[0]
+    typer.echo(json.dumps(result, ensure_ascii=False, indent=2 if as_json else None))
 
 
 import_app = typer.Typer(no_args_is_help=True, help="Convert models from other frameworks into Paddle inference models.")

@@ -107,6 +107,12 @@ class ParityGates:
 
 
 @dataclass(frozen=True)
+class TaskConfig:
+    kind: str | None = None                       # None: the evaluation data's truth file decides, else classification
+    options: dict = field(default_factory=dict)   # [task] keys besides kind: dictionary, thresh, box_thresh, ...
+
+
+@dataclass(frozen=True)
 class BuildConfig:
     model: ModelConfig
     data: DataConfig = field(default_factory=DataConfig)
@@ -117,6 +123,7 @@ class BuildConfig:
     out_dir: Path = Path("build")
     tool_timeout: float = 600.0
     config_file: Path | None = None
+    task: TaskConfig = field(default_factory=TaskConfig)
     prune: PruneConfig | None = None     # [prune] / --prune: prune conv filters before quantising
 
     @property
@@ -170,10 +177,10 @@ def _path(base: Path, value: Any) -> Path | None:
 def _toml_layer(path: Path) -> dict:
     """Flatten edgekit.toml into the same keys the flags use; paths resolved against the file."""
     raw = load_toml(path)
-    unknown = set(raw) - {"model", "data", "preprocess", "build", "quantize", "parity", "prune"}
+    unknown = set(raw) - {"model", "data", "preprocess", "build", "quantize", "parity", "prune", "task"}
     if unknown:
         raise ConfigError(f"unknown section(s) in {path}: {', '.join(sorted(unknown))}",
-                          "sections are model, data, preprocess, build, quantize, parity, prune")
+                          "sections are model, data, preprocess, build, quantize, parity, prune, task")
     base = path.parent.resolve()
     out: dict[str, Any] = {}
     model = _section(raw, "model", {"name", "factory", "weights", "model_file", "params_file", "inputs"}, path)
@@ -198,6 +205,14 @@ def _toml_layer(path: Path) -> dict:
     if out.get("cache_dir") not in (None, "", "off"):
         out["cache_dir"] = _path(base, out["cache_dir"])
     out.update(_section(raw, "parity", {f.name for f in fields(ParityGates)}, path))
+    if "task" in raw:
+        table = raw["task"]
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"[task] in {path} is not a table", "write it as a [task] section")
+        options = {k: v for k, v in table.items() if k != "kind"}
+        if isinstance(options.get("dictionary"), str):   # paths are relative to the toml, like every other path
+            options["dictionary"] = str(_path(base, options["dictionary"]))
+        out["task_kind"], out["task_options"] = table.get("kind"), options
     if "prune" in raw:
         from .prune.config import KNOWN_KEYS
 
@@ -351,9 +366,14 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
     out_dir = Path(m.get("out_dir") or "build").expanduser().absolute()
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"output root {out_dir} exists and is not a folder", "pass --out with a folder path")
+    task = TaskConfig(m.get("task_kind"), dict(m.get("task_options") or {}))
+    if task.kind is not None:
+        from .tasks import make_task
+
+        make_task(task.kind, task.options)            # a bad kind or option fails here, before any stage
     return BuildConfig(model=model, data=data, target=target, precision=precision, quant=quant, gates=gates,
                        out_dir=out_dir, tool_timeout=timeout,
-                       config_file=config_file.absolute() if config_file else None, prune=_prune(m, out_dir))
+                       config_file=config_file.absolute() if config_file else None, prune=_prune(m, out_dir), task=task)
 
 
 def _prune(m: dict, out_dir: Path):

@@ -97,7 +97,9 @@ def compare(reference: Sequence[np.ndarray], test: Sequence[np.ndarray], names: 
 class ParityReport:
     checks: list[Check] = field(default_factory=list)
     outputs: dict[str, list[dict]] = field(default_factory=dict)    # tier -> per-output stats
-    accuracy: dict[str, float] = field(default_factory=dict)        # engine -> top-1 %
+    accuracy: dict[str, float] = field(default_factory=dict)        # engine -> the task's primary metric, %
+    metric: str = "top1"                                            # the primary metric's name
+    metrics: dict[str, dict[str, float]] = field(default_factory=dict)   # engine -> every task metric
     samples: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -113,8 +115,9 @@ class ParityReport:
         for tier, stats in self.outputs.items():
             for s in stats:
                 out.append(f"    tier {tier} [{s['output']}]: max_abs {s['max_abs']:.3g}  cosine {s['cosine']:.8f}  SNR {s['snr_db']:.1f} dB")
+        name = "top-1" if self.metric == "top1" else self.metric.replace("_", " ")
         for engine, acc in self.accuracy.items():
-            out.append(f"    top-1 {engine}: {acc:.2f} %")
+            out.append(f"    {name} {engine}: {acc:.2f} %")
         out.extend(c.line() for c in self.checks)
         out.extend(f"  note: {n}" for n in self.notes)
         return out
@@ -122,6 +125,7 @@ class ParityReport:
     def to_json(self) -> dict:
         return {
             "passed": self.passed, "samples": self.samples, "outputs": self.outputs, "accuracy": self.accuracy,
+            "metric": self.metric, "metrics": self.metrics,
             "checks": [dict(asdict(c), passed=c.passed) for c in self.checks], "notes": self.notes,
         }
 

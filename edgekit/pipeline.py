@@ -7,6 +7,7 @@ x86 twin) -> parity (ParityReport, gates) -> package (Bundle, atomic).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import shutil
@@ -167,7 +168,9 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
         evaluation = _load(cfg, static, cfg.data.evaluation, labels, aliases) if cfg.data.evaluation else None
         calibration = _load(cfg, static, cfg.data.calibration, labels, aliases) if cfg.data.calibration else None
         evaluation = evaluation or calibration or _synthetic(static, 16)
+        task, truth = _task_and_truth(cfg, evaluation)           # full-length truth, cut with the samples
         evaluation = evaluation.head(cfg.gates.max_samples)
+        truth = truth[:len(evaluation)] if truth is not None else None
         if static.origin == "inference":
             static = export_stage.cross_check(static, dict(evaluation.head(8).inputs))
 
@@ -187,7 +190,8 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
             (run.work / "quant").mkdir()
             q = cfg.quant
             has_labels = evaluation.labels is not None
-            plan = SearchPlan(Budget.for_data(_int8_max_drop(cfg, has_labels), has_labels), q.search_algos or (q.algo,),
+            budget = _int8_budget(cfg, "points" if has_labels else "cosine", truth is not None)
+            plan = SearchPlan(Budget.for_data(budget, has_labels), q.search_algos or (q.algo,),
                               q.fallback, q.max_float_fraction, q.sensitivity_method, q.sensitivity_samples, q.analyse_layers)
             # a miss still hands on the best found: tier B (the same budget) then fails with exit 9 and the table
             search = quantize_to_budget(static, calibration, evaluation, q, plan, run.work / "quant", q.cache_dir)
@@ -225,9 +229,11 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
             twin_file = twin.nb_file
 
     with run.stage("parity"):
-        report = _parity(cfg, static, quantized, twin_file, evaluation, LiteRunner)
+        report = _parity(cfg, static, quantized, twin_file, evaluation, LiteRunner, task, truth)
         if search is not None and not search.holds:
             report.notes.extend(line.strip() for line in search.lines(with_notes=False))
+        if search is not None and truth is not None and evaluation.labels is None:
+            report.notes.append(f"the int8 search budgeted output cosine; {task.primary} is gated here in tier B")
         if pruned is not None and pruned.report.metric_name == "top-1 %" and "int8 simulated" in report.accuracy:
             pruned.report.metric["int8 simulated"] = report.accuracy["int8 simulated"]
         report.raise_if_failed()      # no bundle for a model that failed its gates
@@ -242,12 +248,17 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
         if cfg.data.labels:
             shutil.copyfile(cfg.data.labels, staging / "labels.txt")
         (staging / "parity.txt").write_text("\n".join(report.lines()) + "\n", encoding="utf-8")
+        if task is not None:   # what `edgekit run` and the apps need to post-process outputs
+            (staging / "task.json").write_text(json.dumps({"kind": task.kind.value, "primary": task.primary,
+                                                           "options": task.options()}, ensure_ascii=False, indent=1,
+                                                          sort_keys=True) + "\n", encoding="utf-8")
         if search is not None:
             from .quantize.report import write_report
 
             write_report(search, staging / "quant", nb_bytes=device.nb_file.stat().st_size)
         manifest = _manifest(cfg, run, static, quantized, device, twin, report, evaluation, calibration, golden,
                              pruned.unpruned if pruned is not None and not cfg.model.factory else None)
+        manifest["task"] = {"kind": task.kind.value, "primary": task.primary, "metrics": report.metrics} if task else None
         if search is not None:
             manifest["quantization"]["search"] = search.to_json()
         if pruned is not None:
@@ -274,11 +285,35 @@ def _require_fp16_kernels(nb_file: Path) -> None:
             "use --quant int16-weight (half-size weights, near-lossless) or int8, or an opt built with FP16 support")
 
 
-def _int8_max_drop(cfg: BuildConfig, has_labels: bool) -> float:
-    """--max-drop when given, else the [parity] gate: the search and tier B use the same number."""
-    if cfg.quant.max_drop is not None:
+def _task_and_truth(cfg: BuildConfig, evaluation: Samples):
+    """The task and the ground truth of the evaluation samples; (None, None): output agreement only."""
+    from .errors import ConfigError
+    from .tasks import find_truth, make_task
+
+    stored = find_truth(cfg.data.evaluation, len(evaluation)) if cfg.data.evaluation else None
+    if stored is not None:
+        if cfg.task.kind is not None and cfg.task.kind != stored.task.kind.value:
+            raise ConfigError(f"[task] kind is {cfg.task.kind} but {stored.path} holds {stored.task.kind.value} truth",
+                              "drop [task] kind or use evaluation data of that task")
+        task = make_task(stored.task.kind, {**stored.task.options(), **cfg.task.options}) if cfg.task.options else stored.task
+        return task, stored.values
+    if evaluation.labels is not None:
+        return make_task(cfg.task.kind or "classification", cfg.task.options), [int(v) for v in evaluation.labels]
+    return None, None
+
+
+def _int8_budget(cfg: BuildConfig, metric: str, has_truth: bool) -> float:
+    """The int8 budget as a drop in `metric`: "points" of the task metric, or "cosine" of the outputs.
+
+    --max-drop is in task points when the evaluation data has ground truth (labels or a truth
+    file), else in output cosine; without it the [parity] gates apply. With truth but no class
+    labels (e.g. OCR) the search can only budget cosine, so it uses the cosine gate.
+    """
+    if metric == "points":
+        return cfg.quant.max_drop if cfg.quant.max_drop is not None else cfg.gates.int8_max_top1_drop
+    if cfg.quant.max_drop is not None and not has_truth:
         return cfg.quant.max_drop
-    return cfg.gates.int8_max_top1_drop if has_labels else 1.0 - cfg.gates.int8_min_cosine
+    return 1.0 - cfg.gates.int8_min_cosine
 
 
 def _load(cfg: BuildConfig, model: StaticModel, path: Path, labels, aliases: dict | None = None) -> Samples:
@@ -307,7 +342,7 @@ def _coverage(model: StaticModel, places: str, cfg: BuildConfig, what: str) -> N
 
 
 def _parity(cfg: BuildConfig, static: StaticModel, quantized: QuantizedModel | None, twin_file: Path,
-            evaluation: Samples, lite_runner) -> parity.ParityReport:
+            evaluation: Samples, lite_runner, task=None, truth=None) -> parity.ParityReport:
     from .export import StaticRunner
 
     gates = cfg.gates
@@ -326,25 +361,25 @@ def _parity(cfg: BuildConfig, static: StaticModel, quantized: QuantizedModel | N
     for s in stats:
         report.checks.append(parity.Check("A", "x86 twin .nb vs reference", "max_abs", s.max_abs, gates.twin_max_abs, False, s.output))
         report.checks.append(parity.Check("A", "x86 twin .nb vs reference", "cosine", s.cosine, gates.twin_min_cosine, True, s.output))
-    labels = evaluation.labels
-    if labels is not None:
-        report.accuracy["fp32 reference"] = parity.top1(reference[0], labels)
-        report.accuracy["x86 twin .nb"] = parity.top1(twin[0], labels)
+    if truth is not None:
+        report.metric = task.primary
+        report.metrics["fp32 reference"] = task.evaluate(reference, truth)
+        report.metrics["x86 twin .nb"] = task.evaluate(twin, truth)
     if quantized is not None:
         precision = cfg.precision.value
         how = "PaddleSlim simulation" if cfg.precision is Precision.int8 else "weight-rounding simulation"
         simulated = StaticRunner(quantized.model).run(evaluation.inputs)
         qstats = parity.compare(reference, simulated, static.fetches)
         report.outputs["B"] = [s.__dict__ for s in qstats]
-        if labels is not None:
-            report.accuracy[f"{precision} simulated"] = parity.top1(simulated[0], labels)
-            drop = report.accuracy["fp32 reference"] - report.accuracy[f"{precision} simulated"]
-            report.checks.append(parity.Check("B", f"{precision} ({how}) vs fp32", "top1_drop_points", drop,
-                                              _int8_max_drop(cfg, True), False, static.fetches[0]))
+        if truth is not None:
+            report.metrics[f"{precision} simulated"] = task.evaluate(simulated, truth)
+            drop = report.metrics["fp32 reference"][task.primary] - report.metrics[f"{precision} simulated"][task.primary]
+            report.checks.append(parity.Check("B", f"{precision} ({how}) vs fp32", f"{task.primary}_drop_points", drop,
+                                              _int8_budget(cfg, "points", True), False, static.fetches[0]))
         else:
             for s in qstats:
                 report.checks.append(parity.Check("B", f"{precision} ({how}) vs reference", "cosine", s.cosine,
-                                                  1.0 - _int8_max_drop(cfg, False), True, s.output))
+                                                  1.0 - _int8_budget(cfg, "cosine", False), True, s.output))
         if cfg.precision is Precision.int8:
             report.notes.append("tier A covers the FP32 graph through Paddle-Lite's x86 kernels; tier B covers INT8 "
                                 "accuracy through PaddleSlim's fake-quant simulation. Paddle-Lite INT8 kernels run only "
@@ -358,8 +393,9 @@ def _parity(cfg: BuildConfig, static: StaticModel, quantized: QuantizedModel | N
     else:
         report.notes.append("tier A covers the FP32 graph through Paddle-Lite's x86 kernels; the ARM .nb's own kernels "
                             "are checked on devices with the bundle's golden vectors.")
-    if labels is None:
-        report.notes.append("no labels: no task metric, only output agreement")
+    report.accuracy.update({engine: m[task.primary] for engine, m in report.metrics.items()} if task else {})
+    if truth is None:
+        report.notes.append("no ground truth (labels or a truth file): no task metric, only output agreement")
     return report
 
 

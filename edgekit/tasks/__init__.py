@@ -1,0 +1,74 @@
+"""Task kinds: how a model's raw outputs become a task metric and a readable result.
+
+    task = make_task("ocr_rec", {"dictionary": "rec.onnx"})
+    task.evaluate(outputs, truth)   # {"exact_match": 98.5, "char_accuracy": 99.7}; task.primary = "exact_match"
+    task.postprocess(outputs)       # [{"text": "Hq7bn", "confidence": 0.99}, ...]
+
+Ground truth lives next to the evaluation data (`truth.py`). Every metric is a
+percentage, higher is better.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from edgekit.errors import ConfigError
+
+from .base import Task, TaskKind
+from .classification import Classification
+from .ocr import OcrCls, OcrDet, OcrRec
+from .truth import Truth, find_truth, read_truth, truth_file, write_truth
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    task: type[Task]
+    metrics: tuple[str, ...]          # evaluate()'s keys; the first is the primary metric
+    output: str                       # what the model's first output must be
+    truth: str                        # what one sample's ground truth is
+    note: str
+
+
+TASKS: dict[TaskKind, TaskInfo] = {
+    TaskKind.classification: TaskInfo(Classification, ("top1",), "class scores [N, classes]", "class index",
+                                      "top-1 accuracy against integer labels"),
+    TaskKind.ocr_det: TaskInfo(OcrDet, ("hmean", "precision", "recall"), "probability maps [N, 1, H, W]",
+                               "axis-aligned text boxes [x0, y0, x1, y1]",
+                               "DB post-process, boxes matched one-to-one at IoU >= 0.5"),
+    TaskKind.ocr_rec: TaskInfo(OcrRec, ("exact_match", "char_accuracy"), "CTC scores [N, steps, classes]",
+                               "the line's text", "CTC greedy decoding with the model's character dictionary"),
+    TaskKind.ocr_cls: TaskInfo(OcrCls, ("accuracy",), "direction scores [N, 2]", "0 upright, 1 rotated 180°",
+                               "text direction accuracy"),
+}
+
+
+def make_task(kind: TaskKind | str | None, options: Mapping[str, Any] | None = None) -> Task:
+    """The task of `kind` with `options` (the `[task]` table without `kind`, or a truth file's options)."""
+    try:
+        kind = TaskKind(kind.value if isinstance(kind, TaskKind) else str(kind))
+    except ValueError as exc:
+        raise ConfigError(f"task kind {kind!r} is not known", f"use one of {', '.join(k.value for k in TaskKind)}") from exc
+    if options is not None and not isinstance(options, Mapping):
+        raise ConfigError(f"options of task {kind.value} are not a table", "write them as key = value pairs under [task]")
+    task = TASKS[kind].task.from_options(dict(options or {}))
+    assert task.primary == TASKS[kind].metrics[0], kind    # internal invariant: the table and the class agree
+    return task
+
+
+__all__ = [
+    "TASKS",
+    "Classification",
+    "OcrCls",
+    "OcrDet",
+    "OcrRec",
+    "Task",
+    "TaskInfo",
+    "TaskKind",
+    "Truth",
+    "find_truth",
+    "make_task",
+    "read_truth",
+    "truth_file",
+    "write_truth",
+]

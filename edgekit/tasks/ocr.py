@@ -1,0 +1,326 @@
+"""PP-OCR tasks: text detection (DB), text recognition (CTC) and the text direction classifier.
+
+Post-processing follows PaddleOCR's (`ppocr/postprocess/db_postprocess.py`,
+`rec_postprocess.py`, `cls_postprocess.py`) with one simplification: boxes are
+axis-aligned. For an axis-aligned rectangle, PaddleOCR's unclip (a pyclipper
+offset by area * ratio / perimeter) is the same rectangle grown by that distance
+on every side, so no polygon library is needed. Metrics follow PaddleOCR's
+`DetMetric` (one-to-one matching at IoU >= 0.5, corpus-level precision/recall)
+and `RecMetric` (spaces ignored; character accuracy = 1 - edit distance /
+max(len(prediction), len(truth))), in percent.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from edgekit.errors import ConfigError, DataError
+
+from .base import Task, TaskKind, check_count, check_options, first_output, number_option, percent
+
+Box = tuple[float, float, float, float]          # x0, y0, x1, y1 in pixels (x1, y1 exclusive)
+OCR_MEAN = 0.5                                   # all three PP-OCR models: RGB / 255, (x - 0.5) / 0.5
+OCR_STD = 0.5
+
+
+# --- preprocessing shared with the apps and `edgekit run` -----------------------------------------
+
+def normalize(image_bgr: np.ndarray) -> np.ndarray:
+    """uint8 BGR HxWx3 -> float32 RGB CHW, (x / 255 - 0.5) / 0.5."""
+    rgb = image_bgr[:, :, ::-1].astype(np.float32) / np.float32(255.0)
+    return np.ascontiguousarray(((rgb - OCR_MEAN) / OCR_STD).transpose(2, 0, 1), dtype=np.float32)
+
+
+def line_tensor(image_bgr: np.ndarray, height: int, width: int) -> np.ndarray:
+    """A text-line crop as rec/cls input: resized to `height` keeping its aspect ratio (at most `width`),
+    normalised, then padded on the right with zeros (PaddleOCR's resize_norm_img)."""
+    import cv2
+
+    h, w = image_bgr.shape[:2]
+    resized_w = max(1, min(width, math.ceil(height * w / h)))
+    resized = cv2.resize(image_bgr, (resized_w, height), interpolation=cv2.INTER_LINEAR)
+    out = np.zeros((3, height, width), np.float32)
+    out[:, :, :resized_w] = normalize(resized)
+    return out
+
+
+# --- detection ------------------------------------------------------------------------------------
+
+def db_boxes(prob: np.ndarray, thresh: float = 0.3, box_thresh: float = 0.6, unclip_ratio: float = 1.5,
+             min_size: int = 3, max_candidates: int = 1000) -> list[tuple[Box, float]]:
+    """DB post-process of one probability map (HxW): ((x0, y0, x1, y1), score) per text region, raster order."""
+    import cv2
+
+    height, width = prob.shape
+    bitmap = (prob > thresh).astype(np.uint8)
+    _, _, stats, _ = cv2.connectedComponentsWithStats(bitmap, connectivity=8)
+    boxes = []
+    for x, y, w, h, _area in stats[1:max_candidates + 1]:      # row 0 is the background
+        if min(w, h) < min_size:
+            continue
+        score = float(prob[y:y + h, x:x + w].mean())             # PaddleOCR's box_score_fast on the box
+        if score < box_thresh:
+            continue
+        grow = w * h * unclip_ratio / (2.0 * (w + h))            # the unclip distance of a w x h rectangle
+        x0, y0 = max(0.0, x - grow), max(0.0, y - grow)
+        x1, y1 = min(float(width), x + w + grow), min(float(height), y + h + grow)
+        if min(x1 - x0, y1 - y0) < min_size + 2:
+            continue
+        boxes.append(((round(x0, 2), round(y0, 2), round(x1, 2), round(y1, 2)), round(score, 6)))
+    return boxes
+
+
+def iou(a: Sequence[float], b: Sequence[float]) -> float:
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def matched_boxes(found: Sequence[Sequence[float]], truth: Sequence[Sequence[float]], threshold: float = 0.5) -> int:
+    """One-to-one matches at IoU >= threshold, best pairs first (ties: lower indices first)."""
+    pairs = sorted(((iou(f, t), i, j) for i, f in enumerate(found) for j, t in enumerate(truth)),
+                   key=lambda p: (-p[0], p[1], p[2]))
+    used_f, used_t, matches = set(), set(), 0
+    for value, i, j in pairs:
+        if value < threshold:
+            break
+        if i not in used_f and j not in used_t:
+            used_f.add(i)
+            used_t.add(j)
+            matches += 1
+    return matches
+
+
+def detection_scores(found: Sequence[Sequence[Sequence[float]]], truth: Sequence[Sequence[Sequence[float]]],
+                     threshold: float = 0.5) -> dict[str, float]:
+    """Corpus-level precision, recall and their harmonic mean, in percent."""
+    matches = sum(matched_boxes(f, t, threshold) for f, t in zip(found, truth))
+    n_found, n_truth = sum(len(f) for f in found), sum(len(t) for t in truth)
+    precision = matches / n_found if n_found else 0.0
+    recall = matches / n_truth if n_truth else 0.0
+    hmean = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": percent(precision), "recall": percent(recall), "hmean": percent(hmean)}
+
+
+@dataclass(frozen=True)
+class OcrDet(Task):
+    thresh: float = 0.3
+    box_thresh: float = 0.6
+    unclip_ratio: float = 1.5
+    min_size: int = 3
+    match_iou: float = 0.5                # a found box matches a true box at IoU >= this (evaluation only)
+
+    kind = TaskKind.ocr_det
+    primary = "hmean"
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> "OcrDet":
+        check_options(cls.kind, options, ("thresh", "box_thresh", "unclip_ratio", "min_size", "match_iou"))
+        return cls(number_option(cls.kind, options, "thresh", 0.3, 0.0, 1.0),
+                   number_option(cls.kind, options, "box_thresh", 0.6, 0.0, 1.0),
+                   number_option(cls.kind, options, "unclip_ratio", 1.5, 0.0, 10.0),
+                   int(number_option(cls.kind, options, "min_size", 3, 0, 1000)),
+                   number_option(cls.kind, options, "match_iou", 0.5, 0.0, 1.0))
+
+    def options(self) -> dict:
+        return {"thresh": self.thresh, "box_thresh": self.box_thresh, "unclip_ratio": self.unclip_ratio,
+                "min_size": self.min_size, "match_iou": self.match_iou}
+
+    def boxes(self, outputs: Sequence[np.ndarray]) -> list[list[tuple[Box, float]]]:
+        maps = first_output(self.kind, outputs, 4, "probability maps [N, 1, H, W]")
+        return [db_boxes(m[0], self.thresh, self.box_thresh, self.unclip_ratio, self.min_size) for m in maps]
+
+    def evaluate(self, outputs: Sequence[np.ndarray], truth: Sequence) -> dict[str, float]:
+        found = [[box for box, _ in image] for image in self.boxes(outputs)]
+        check_count(self.kind, len(found), truth)
+        return detection_scores(found, truth, self.match_iou)
+
+    def postprocess(self, outputs: Sequence[np.ndarray]) -> list[list[dict]]:
+        return [[{"box": list(box), "score": score} for box, score in image] for image in self.boxes(outputs)]
+
+    def truth_from_json(self, raw: Any) -> list[list[Box]]:
+        def box_ok(b: Any) -> bool:
+            return (isinstance(b, list) and len(b) == 4 and all(isinstance(v, (int, float)) for v in b)
+                    and b[0] < b[2] and b[1] < b[3])
+
+        if not isinstance(raw, list) or not all(isinstance(image, list) and all(box_ok(b) for b in image) for image in raw):
+            raise DataError("ocr_det truth is not a list (per image) of [x0, y0, x1, y1] boxes",
+                            "write one list of boxes per image, with x0 < x1 and y0 < y1")
+        return [[tuple(float(v) for v in b) for b in image] for image in raw]
+
+    def truth_to_json(self, truth: Sequence) -> list:
+        return [[[float(v) for v in b] for b in image] for image in truth]
+
+
+# --- recognition ------------------------------------------------------------------------------------
+
+def read_dictionary(path: Path) -> tuple[str, ...]:
+    """A PaddleOCR character dictionary: the `character` metadata of an exported rec .onnx, or a text
+    file with one character a line (ppocr_keys_v1.txt). Without the CTC blank and the appended space."""
+    path = Path(path)
+    try:
+        if path.suffix.lower() == ".onnx":
+            import onnx
+
+            metadata = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
+            if "character" not in metadata:
+                raise ConfigError(f"{path} has no `character` metadata (keys: {', '.join(sorted(metadata)) or 'none'})",
+                                  "give the recognition model's dictionary file (one character a line) instead")
+            text = metadata["character"]
+        else:
+            text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read the character dictionary {path}: {exc.strerror}", "check the path") from exc
+    characters = tuple(line.rstrip("\r\n") for line in text.split("\n"))
+    characters = characters[:-1] if characters and characters[-1] == "" else characters
+    if not characters or any(len(c) != 1 for c in characters):
+        bad = next((c for c in characters if len(c) != 1), "")
+        raise ConfigError(f"character dictionary {path} has an entry that is not one character: {bad!r}",
+                          "use one character a line")
+    return characters
+
+
+def ctc_greedy_decode(probs: np.ndarray, characters: Sequence[str]) -> tuple[str, float]:
+    """Argmax per step, repeats collapsed, blanks (index 0) dropped. Confidence: mean max probability of
+    the kept steps (0 for an empty result), as PaddleOCR reports it."""
+    index = probs.argmax(axis=-1)
+    keep = index != 0
+    keep[1:] &= index[1:] != index[:-1]
+    text = "".join(characters[i] for i in index[keep])
+    confidence = float(probs.max(axis=-1)[keep].mean()) if keep.any() else 0.0
+    return text, confidence
+
+
+def edit_distance(a: str, b: str) -> int:
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]
+
+
+def recognition_scores(predicted: Sequence[str], truth: Sequence[str], ignore_space: bool = True) -> dict[str, float]:
+    if ignore_space:
+        predicted = ["".join(p.split()) for p in predicted]
+        truth = ["".join(t.split()) for t in truth]
+    if not truth:
+        return {"exact_match": 0.0, "char_accuracy": 0.0}
+    exact = sum(p == t for p, t in zip(predicted, truth)) / len(truth)
+    distance = sum(edit_distance(p, t) / max(len(p), len(t), 1) for p, t in zip(predicted, truth)) / len(truth)
+    return {"exact_match": percent(exact), "char_accuracy": percent(1.0 - distance)}
+
+
+@dataclass(frozen=True)
+class OcrRec(Task):
+    dictionary: tuple[str, ...]           # class i (i >= 1) is dictionary[i - 1]; class 0 is the CTC blank
+    use_space_char: bool = True           # PP-OCR appends " " as the last class
+    ignore_space: bool = True             # metrics compare texts without whitespace (PaddleOCR's RecMetric)
+
+    kind = TaskKind.ocr_rec
+    primary = "exact_match"
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> "OcrRec":
+        check_options(cls.kind, options, ("dictionary", "use_space_char", "ignore_space"))
+        source = options.get("dictionary")
+        if isinstance(source, (str, Path)):
+            dictionary = read_dictionary(Path(source))
+        elif isinstance(source, (list, tuple)) and source and all(isinstance(c, str) and len(c) == 1 for c in source):
+            dictionary = tuple(source)
+        else:
+            raise ConfigError("task ocr_rec needs option dictionary: a file (.txt, or the rec .onnx with `character` "
+                              "metadata) or a list of single characters",
+                              'e.g. dictionary = "ppocr_keys_v1.txt"')
+        flags = {}
+        for key in ("use_space_char", "ignore_space"):
+            if key in options and not isinstance(options[key], bool):
+                raise ConfigError(f"task ocr_rec option {key} = {options[key]!r} is not true/false", f"write {key} = true")
+            flags[key] = options.get(key, True)
+        return cls(dictionary, **flags)
+
+    def options(self) -> dict:
+        return {"dictionary": list(self.dictionary), "use_space_char": self.use_space_char,
+                "ignore_space": self.ignore_space}
+
+    @property
+    def characters(self) -> tuple[str, ...]:
+        return ("",) + self.dictionary + ((" ",) if self.use_space_char else ())
+
+    def decode(self, outputs: Sequence[np.ndarray]) -> list[tuple[str, float]]:
+        probs = first_output(self.kind, outputs, 3, "CTC scores [N, steps, classes]")
+        characters = self.characters
+        if probs.shape[2] != len(characters):
+            raise DataError(f"the model scores {probs.shape[2]} classes, the dictionary gives {len(characters)} "
+                            f"(blank + {len(self.dictionary)} characters{' + space' if self.use_space_char else ''})",
+                            "use the dictionary the recognition model was trained with (use_space_char as trained)")
+        return [ctc_greedy_decode(p, characters) for p in probs]
+
+    def evaluate(self, outputs: Sequence[np.ndarray], truth: Sequence) -> dict[str, float]:
+        texts = [text for text, _ in self.decode(outputs)]
+        check_count(self.kind, len(texts), truth)
+        return recognition_scores(texts, truth, self.ignore_space)
+
+    def postprocess(self, outputs: Sequence[np.ndarray]) -> list[dict]:
+        return [{"text": text, "confidence": round(conf, 6)} for text, conf in self.decode(outputs)]
+
+    def truth_from_json(self, raw: Any) -> list[str]:
+        if not isinstance(raw, list) or not all(isinstance(t, str) for t in raw):
+            raise DataError("ocr_rec truth is not a list of strings", "write the text of each line as a string")
+        known = set(self.characters)
+        missing = sorted({c for t in raw for c in t if c not in known and not (self.ignore_space and c.isspace())})
+        if missing:
+            raise DataError(f"ocr_rec truth uses characters the dictionary lacks: {''.join(missing[:20])!r}",
+                            "the model can never output them: render text from the dictionary's characters")
+        return list(raw)
+
+
+# --- direction classifier -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class OcrCls(Task):
+    labels: tuple[str, ...] = ("0", "180")     # class 0 upright, class 1 rotated by 180 degrees
+
+    kind = TaskKind.ocr_cls
+    primary = "accuracy"
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> "OcrCls":
+        check_options(cls.kind, options, ("labels",))
+        labels = options.get("labels", ["0", "180"])
+        if not isinstance(labels, (list, tuple)) or len(labels) < 2 or not all(isinstance(n, str) for n in labels):
+            raise ConfigError("task ocr_cls option labels is not a list of at least two names", 'e.g. labels = ["0", "180"]')
+        return cls(tuple(labels))
+
+    def options(self) -> dict:
+        return {"labels": list(self.labels)}
+
+    def _scores(self, outputs: Sequence[np.ndarray]) -> np.ndarray:
+        scores = first_output(self.kind, outputs, 2, f"direction scores [N, {len(self.labels)}]")
+        if scores.shape[1] != len(self.labels):
+            raise DataError(f"the model scores {scores.shape[1]} directions, the task names {len(self.labels)}",
+                            "give one label per class (task option labels)")
+        return scores
+
+    def evaluate(self, outputs: Sequence[np.ndarray], truth: Sequence) -> dict[str, float]:
+        predicted = self._scores(outputs).argmax(axis=1)
+        check_count(self.kind, len(predicted), truth)
+        return {"accuracy": percent(np.mean(predicted == np.asarray(truth, np.int64))) if len(truth) else 0.0}
+
+    def postprocess(self, outputs: Sequence[np.ndarray]) -> list[dict]:
+        scores = self._scores(outputs)
+        return [{"label": self.labels[int(row.argmax())], "score": round(float(row.max()), 6)} for row in scores]
+
+    def truth_from_json(self, raw: Any) -> list[int]:
+        n = len(self.labels)
+        if not isinstance(raw, list) or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < n for v in raw):
+            raise DataError(f"ocr_cls truth is not a list of class indices 0..{n - 1}", "write 0 for upright, 1 for rotated")
+        return list(raw)

@@ -1,0 +1,92 @@
+"""Ground truth stored next to evaluation data: `<name>.truth.json` beside a tensor file, `truth.json` in an image folder.
+
+The file names the task kind and its options, so evaluation data carries
+everything needed to score a model on it:
+
+    {"format": "edgekit-truth/1", "task": "ocr_rec", "options": {...}, "count": 200,
+     "truth": ["Hq7bn", ...], "meta": {"generator": ..., "seed": ...}}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from edgekit.errors import DataError, EdgekitError
+
+from .base import Task
+
+TRUTH_FORMAT = "edgekit-truth/1"
+TENSOR_SUFFIXES = (".npz", ".npy")
+
+
+@dataclass(frozen=True)
+class Truth:
+    task: Task
+    values: list                      # one entry per sample, in the data's sample order
+    meta: dict = field(default_factory=dict)
+    path: Path | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def truth_file(data: Path) -> Path:
+    """Where the truth for the evaluation data at `data` lives."""
+    data = Path(data)
+    if data.suffix in TENSOR_SUFFIXES:
+        return data.with_name(data.stem + ".truth.json")
+    return data / "truth.json"
+
+
+def write_truth(path: Path, task: Task, values: Sequence, meta: Mapping[str, Any] | None = None) -> Path:
+    """Write atomically (temp file, then rename); the same inputs give the same bytes."""
+    checked = task.truth_from_json(task.truth_to_json(values))
+    payload = {"format": TRUTH_FORMAT, "task": task.kind.value, "options": task.options(), "count": len(checked),
+               "truth": task.truth_to_json(checked), "meta": dict(meta or {})}
+    text = json.dumps(payload, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def read_truth(path: Path, samples: int | None = None) -> Truth:
+    """The truth file at `path`, validated; `samples` (when known) must equal its entry count."""
+    from . import make_task
+
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise DataError(f"cannot read ground truth {path}: {exc.strerror}", "check the path") from exc
+    except ValueError as exc:
+        raise DataError(f"ground truth {path} is not valid JSON: {exc}", "regenerate it with the evaluation data") from exc
+    if not isinstance(raw, dict) or raw.get("format") != TRUTH_FORMAT:
+        raise DataError(f"{path} is not an edgekit truth file (format {TRUTH_FORMAT})",
+                        "write it with edgekit.tasks.write_truth, or remove it")
+    try:
+        task = make_task(raw.get("task"), raw.get("options") or {})
+        values = task.truth_from_json(raw.get("truth"))
+    except EdgekitError as exc:
+        raise DataError(f"ground truth {path}: {exc.message}", exc.hint) from exc
+    if raw.get("count") != len(values):
+        raise DataError(f"ground truth {path} says count {raw.get('count')} but holds {len(values)} entries",
+                        "regenerate it with the evaluation data")
+    if samples is not None and samples != len(values):
+        raise DataError(f"ground truth {path} has {len(values)} entries for {samples} evaluation samples",
+                        "regenerate the truth file together with the evaluation data")
+    return Truth(task, values, dict(raw.get("meta") or {}), path)
+
+
+def find_truth(data: Path, samples: int | None = None) -> Truth | None:
+    """The truth stored next to `data`, or None when there is none."""
+    path = truth_file(data)
+    return read_truth(path, samples) if path.is_file() else None

@@ -1,0 +1,70 @@
+"""PP-OCR end to end on a small rendered subset: real X2Paddle, Paddle-Lite and ONNX Runtime on the
+rapidocr_onnxruntime 1.4.4 models. Full-size figures: bench/bench_ocr.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from edgekit.lite.runtime import LiteRunner
+
+from edgekit.examples.ppocr import make_data, models
+from edgekit.tasks import find_truth
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLE = Path(make_data.__file__).parent
+SMALL = make_data.Counts(det_calib=1, det_eval=8, rec_calib=1, rec_eval=20, cls_calib=1, cls_eval=10)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ppocr-data")
+    make_data.make_data(folder, seed=0, counts=SMALL)
+    return folder
+
+
+def _build_and_run(cli, role: str, data: Path, out: Path):
+    """`edgekit build` fp32 for arm64, then the bundle's x86 twin and ONNX Runtime on the evaluation set."""
+    onnx_path = models.model_path(role)
+    eval_file = data / f"{role}_eval.npz"
+    cli("build", "-c", EXAMPLE / f"{role}.toml", "-m", onnx_path, "--eval", eval_file, "--quant", "fp32",
+        "--out", out, "--quiet")
+    bundle = next(out.glob("*/arm64-fp32"))
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["parity"]["passed"]
+    with np.load(eval_file) as loaded:
+        x = loaded["x"]
+    feeds = [i["name"] for i in manifest["model"]["inputs"]]
+    twin = LiteRunner(bundle / manifest["host_twin"]["file"], feeds).run({feeds[0]: x}, len(x))
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    reference = [np.concatenate([session.run(None, {"x": x[i:i + 1]})[0] for i in range(len(x))])]
+    return find_truth(eval_file, len(x)), twin, reference, manifest
+
+
+def test_rec_twin_reads_the_same_text_as_onnxruntime(cli, data, tmp_path):
+    truth, twin, reference, manifest = _build_and_run(cli, "rec", data, tmp_path)
+    task = truth.task
+    texts = [r["text"] for r in task.postprocess(twin)]
+    assert texts == [r["text"] for r in task.postprocess(reference)]
+    scores = task.evaluate(twin, truth.values)
+    assert scores["exact_match"] >= 95.0, (scores, list(zip(texts, truth.values)))     # measured 100 on these 20
+    assert manifest["model"]["bytes"] > 10_000_000                                        # fp32 arm64: 11.2 MB
+
+
+def test_det_hmean(cli, data, tmp_path):
+    truth, twin, reference, _ = _build_and_run(cli, "det", data, tmp_path)
+    twin_scores = truth.task.evaluate(twin, truth.values)
+    assert twin_scores["hmean"] >= 90.0, twin_scores                                      # measured 100 on these 8 pages
+    assert twin_scores == truth.task.evaluate(reference, truth.values)
+
+
+def test_cls_direction_accuracy(cli, data, tmp_path):
+    truth, twin, reference, _ = _build_and_run(cli, "cls", data, tmp_path)
+    assert truth.values == [0, 1] * 10
+    assert list(twin[0].argmax(axis=1)) == list(reference[0].argmax(axis=1))
+    accuracy = truth.task.evaluate(twin, truth.values)["accuracy"]
+    assert accuracy >= 90.0                                                              # measured 100 on these 20 crops
