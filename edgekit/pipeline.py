@@ -266,6 +266,8 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
             header = lite_stage.read_header(device.nb_file)
             pruned.report.nb_bytes[key] = header.file_bytes
             pruned.report.nb_parts[key] = {"graph": header.program_bytes, "weights": header.params_bytes}
+            if quantized is not None and cfg.precision is Precision.int8 and pruned.unpruned is not None:
+                _unpruned_int8_size(cfg, run, pruned, calibration, quantized.algo)
             (staging / "prune.txt").write_text("\n".join(pruned.report.lines()) + "\n", encoding="utf-8")
             manifest["pruning"] = dict(pruned.report.to_json(), seconds=pruned.seconds)
         result_bundle = bundle_mod.finalize(staging, cfg.bundle_dir, manifest)
@@ -283,6 +285,24 @@ def _require_fp16_kernels(nb_file: Path) -> None:
             "paddle_lite_opt wrote an FP32 model for --quant fp16: the paddlelite wheel's opt was built without "
             "ARMv8.2 FP16 support (LITE_WITH_ARM82_FP16), so --enable_fp16 has no effect",
             "use --quant int16-weight (half-size weights, near-lossless) or int8, or an opt built with FP16 support")
+
+
+def _unpruned_int8_size(cfg: BuildConfig, run: _Run, pruned, calibration: Samples, algo: str) -> None:
+    """The comparison a pruning report needs: the unpruned model through the same int8 path and opt."""
+    from dataclasses import replace
+
+    from . import lite as lite_stage
+    from .quantize import quantize_int8
+
+    folder = run.work / "unpruned-int8"
+    folder.mkdir()
+    base = quantize_int8(pruned.unpruned, calibration, replace(cfg.quant, algo=algo), folder)
+    nb = lite_stage.convert(base.model, TARGETS[cfg.target].opt_places, folder / "model.nb", timeout=cfg.tool_timeout,
+                            target=cfg.target.value, precision="int8")
+    header = lite_stage.read_header(nb.nb_file)
+    key = f"unpruned {cfg.target.value} int8"
+    pruned.report.nb_bytes[key] = header.file_bytes
+    pruned.report.nb_parts[key] = {"graph": header.program_bytes, "weights": header.params_bytes}
 
 
 def _task_and_truth(cfg: BuildConfig, evaluation: Samples):

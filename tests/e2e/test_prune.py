@@ -328,6 +328,8 @@ def test_cli_build_prunes_fine_tunes_and_records_it(tmp_path, cli):
     assert pruning["metric"]["fine-tuned"] >= pruning["metric"]["unpruned"] - 1.0
     assert pruning["metric"]["int8 simulated"] == m["parity"]["accuracy"]["int8 simulated"]
     assert pruning["nb_bytes"]["bundle arm64 int8"] == m["model"]["bytes"] < 0.5 * pruning["nb_bytes"]["unpruned"]
+    unpruned_int8 = pruning["nb_parts"]["unpruned arm64 int8"]        # the same int8 path, unpruned
+    assert pruning["nb_parts"]["bundle arm64 int8"]["weights"] < 0.6 * unpruned_int8["weights"]
     assert "features.4   32 -> 22" in (bundle / "prune.txt").read_text()
     assert m["config"]["prune"]["goal"] == "flops"
 
