@@ -182,6 +182,7 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
 
     quantized: QuantizedModel | None = None
     search = None
+    data_warnings: list[str] = []
     if cfg.precision is Precision.int8:
         from .quantize.search import SearchPlan, quantize_to_budget
         from .quantize.sensitivity import Budget
@@ -196,6 +197,12 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
             # a miss still hands on the best found: tier B (the same budget) then fails with exit 9 and the table
             search = quantize_to_budget(static, calibration, evaluation, q, plan, run.work / "quant", q.cache_dir)
             quantized = search.quantized
+            from .quantize.datacheck import check_calibration
+
+            data_warnings = check_calibration(calibration.inputs, evaluation.inputs if cfg.data.evaluation else None,
+                                              quantized.calibration_samples)
+            for warning in data_warnings:
+                log.warning("%s", warning)
             _coverage(quantized.model, target_info.opt_places, cfg, f"the quantised model on {cfg.target.value}")
 
     precision_info = PRECISIONS[cfg.precision]
@@ -232,6 +239,7 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
         report = _parity(cfg, static, quantized, twin_file, evaluation, LiteRunner, task, truth)
         if search is not None and not search.holds:
             report.notes.extend(line.strip() for line in search.lines(with_notes=False))
+        report.notes.extend(f"calibration data: {w}" for w in data_warnings)
         if search is not None and truth is not None and evaluation.labels is None:
             report.notes.append(f"the int8 search budgeted output cosine; {task.primary} is gated here in tier B")
         if pruned is not None and pruned.report.metric_name == "top-1 %" and "int8 simulated" in report.accuracy:
@@ -261,6 +269,7 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
         manifest["task"] = {"kind": task.kind.value, "primary": task.primary, "metrics": report.metrics} if task else None
         if search is not None:
             manifest["quantization"]["search"] = search.to_json()
+            manifest["quantization"]["data_checks"] = data_warnings
         if pruned is not None:
             key = f"bundle {cfg.target.value} {cfg.precision.value}"
             header = lite_stage.read_header(device.nb_file)
