@@ -6,7 +6,6 @@ x86 twin) -> parity (ParityReport, gates) -> package (Bundle, atomic).
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import os
@@ -21,11 +20,13 @@ from typing import Callable, Iterator
 import numpy as np
 
 from . import bundle as bundle_mod
-from . import parity, versions
-from .artifacts import LiteModel, QuantizedModel, StaticModel, sha256_file
+from . import parity
+from .artifacts import QuantizedModel, StaticModel
 from .config import BuildConfig
 from .data import Samples, load_samples, read_labels, write_preprocess
 from .errors import BundleError, UnsupportedOpsError
+from .host_checks import golden_tolerances, host_parity, int8_budget
+from .manifest import build_manifest
 from .tables import PRECISIONS, TARGETS, Precision
 
 log = logging.getLogger(__name__)
@@ -191,7 +192,7 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
             (run.work / "quant").mkdir()
             q = cfg.quant
             has_labels = evaluation.labels is not None
-            budget = _int8_budget(cfg, "points" if has_labels else "cosine", truth is not None)
+            budget = int8_budget(cfg, "points" if has_labels else "cosine", truth is not None)
             plan = SearchPlan(Budget.for_data(budget, has_labels), q.search_algos or (q.algo,),
                               q.fallback, q.max_float_fraction, q.sensitivity_method, q.sensitivity_samples, q.analyse_layers)
             # a miss still hands on the best found: tier B (the same budget) then fails with exit 9 and the table
@@ -236,7 +237,7 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
             twin_file = twin.nb_file
 
     with run.stage("parity"):
-        report = _parity(cfg, static, quantized, twin_file, evaluation, LiteRunner, task, truth)
+        report = host_parity(cfg, static, quantized, twin_file, evaluation, LiteRunner, task, truth)
         if search is not None and not search.holds:
             report.notes.extend(line.strip() for line in search.lines(with_notes=False))
         report.notes.extend(f"calibration data: {w}" for w in data_warnings)
@@ -251,7 +252,7 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
         golden_in = evaluation.spread(golden_n)
         ref_golden = export_stage.StaticRunner(static).run(golden_in.inputs)
         golden = bundle_mod.write_golden(staging / "golden", golden_in.inputs, ref_golden, static.fetches,
-                                         _golden_tolerances(cfg, report, ref_golden), golden_in.labels)
+                                         golden_tolerances(cfg, report, ref_golden), golden_in.labels)
         write_preprocess(staging / "preprocess.json", cfg.data.preprocess, static.feed_names)
         if cfg.data.labels:
             shutil.copyfile(cfg.data.labels, staging / "labels.txt")
@@ -264,7 +265,7 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
             from .quantize.report import write_report
 
             write_report(search, staging / "quant", nb_bytes=device.nb_file.stat().st_size)
-        manifest = _manifest(cfg, run, static, quantized, device, twin, report, evaluation, calibration, golden,
+        manifest = build_manifest(cfg, run.timings, run.onnx_import, static, quantized, device, twin, report, evaluation, calibration, golden,
                              pruned.unpruned if pruned is not None and not cfg.model.factory else None)
         manifest["task"] = {"kind": task.kind.value, "primary": task.primary, "metrics": report.metrics} if task else None
         if search is not None:
@@ -331,20 +332,6 @@ def _task_and_truth(cfg: BuildConfig, evaluation: Samples):
     return None, None
 
 
-def _int8_budget(cfg: BuildConfig, metric: str, has_truth: bool) -> float:
-    """The int8 budget as a drop in `metric`: "points" of the task metric, or "cosine" of the outputs.
-
-    --max-drop is in task points when the evaluation data has ground truth (labels or a truth
-    file), else in output cosine; without it the [parity] gates apply. With truth but no class
-    labels (e.g. OCR) the search can only budget cosine, so it uses the cosine gate.
-    """
-    if metric == "points":
-        return cfg.quant.max_drop if cfg.quant.max_drop is not None else cfg.gates.int8_max_top1_drop
-    if cfg.quant.max_drop is not None and not has_truth:
-        return cfg.quant.max_drop
-    return 1.0 - cfg.gates.int8_min_cosine
-
-
 def _load(cfg: BuildConfig, model: StaticModel, path: Path, labels, aliases: dict | None = None) -> Samples:
     """Load data for `model`; `aliases` maps ONNX input names (as users name .npz arrays) to program feeds."""
     to_feed = dict(aliases or {})
@@ -368,147 +355,3 @@ def _coverage(model: StaticModel, places: str, cfg: BuildConfig, what: str) -> N
         raise UnsupportedOpsError(f"Paddle-Lite 2.13rc0 has no kernel for {', '.join(kinds)} on {what}: {listing}",
                                   "replace those layers with supported ops (see `paddle_lite_opt --print_supported_ops`), "
                                   "or pick another --target")
-
-
-def _parity(cfg: BuildConfig, static: StaticModel, quantized: QuantizedModel | None, twin_file: Path,
-            evaluation: Samples, lite_runner, task=None, truth=None) -> parity.ParityReport:
-    from .export import StaticRunner
-
-    gates = cfg.gates
-    report = parity.ParityReport(samples=len(evaluation))
-    reference = StaticRunner(static).run(evaluation.inputs)
-    for name, arr in zip(static.fetches, reference):
-        if not np.isfinite(arr).all():
-            raise parity.ParityError(f"the FP32 reference output {name!r} contains NaN or Inf",
-                                     "the model itself is numerically broken on this data: check weights and preprocessing")
-    if static.check:
-        report.notes.append(f"reference engine checked: {static.check['engine']}, max abs {static.check['max_abs']:.3g} "
-                            f"on {static.check['samples']} samples")
-    twin = lite_runner(twin_file, static.feed_names).run(evaluation.inputs, len(evaluation))
-    stats = parity.compare(reference, twin, static.fetches)
-    report.outputs["A"] = [s.__dict__ for s in stats]
-    for s in stats:
-        report.checks.append(parity.Check("A", "x86 twin .nb vs reference", "max_abs", s.max_abs, gates.twin_max_abs, False, s.output))
-        report.checks.append(parity.Check("A", "x86 twin .nb vs reference", "cosine", s.cosine, gates.twin_min_cosine, True, s.output))
-    if truth is not None:
-        report.metric = task.primary
-        report.metrics["fp32 reference"] = task.evaluate(reference, truth)
-        report.metrics["x86 twin .nb"] = task.evaluate(twin, truth)
-    if quantized is not None:
-        precision = cfg.precision.value
-        how = "PaddleSlim simulation" if cfg.precision is Precision.int8 else "weight-rounding simulation"
-        simulated = StaticRunner(quantized.model).run(evaluation.inputs)
-        qstats = parity.compare(reference, simulated, static.fetches)
-        report.outputs["B"] = [s.__dict__ for s in qstats]
-        if truth is not None:
-            report.metrics[f"{precision} simulated"] = task.evaluate(simulated, truth)
-            drop = report.metrics["fp32 reference"][task.primary] - report.metrics[f"{precision} simulated"][task.primary]
-            report.checks.append(parity.Check("B", f"{precision} ({how}) vs fp32", f"{task.primary}_drop_points", drop,
-                                              _int8_budget(cfg, "points", True), False, static.fetches[0]))
-        else:
-            for s in qstats:
-                report.checks.append(parity.Check("B", f"{precision} ({how}) vs reference", "cosine", s.cosine,
-                                                  1.0 - _int8_budget(cfg, "cosine", False), True, s.output))
-        if cfg.precision is Precision.int8:
-            report.notes.append("tier A covers the FP32 graph through Paddle-Lite's x86 kernels; tier B covers INT8 "
-                                "accuracy through PaddleSlim's fake-quant simulation. Paddle-Lite INT8 kernels run only "
-                                "on ARM: the ARM .nb itself is checked on devices with the bundle's golden vectors.")
-        else:
-            report.notes.append(f"tier A covers the FP32 graph through Paddle-Lite's x86 kernels; tier B covers {precision} "
-                                "through the same weights rounded on the host (opt's own conversion runs only for ARM; "
-                                + ("FP16 arithmetic is not simulated" if cfg.precision is Precision.fp16 else
-                                   "the device dequantises weights and computes in float")
-                                + "): the ARM .nb itself is checked on devices with the bundle's golden vectors.")
-    else:
-        report.notes.append("tier A covers the FP32 graph through Paddle-Lite's x86 kernels; the ARM .nb's own kernels "
-                            "are checked on devices with the bundle's golden vectors.")
-    report.accuracy.update({engine: m[task.primary] for engine, m in report.metrics.items()} if task else {})
-    if truth is None:
-        report.notes.append("no ground truth (labels or a truth file): no task metric, only output agreement")
-    return report
-
-
-def _golden_tolerances(cfg: BuildConfig, report: parity.ParityReport, reference) -> dict:
-    scale = max(float(np.max(np.abs(r))) if r.size else 0.0 for r in reference)
-    if cfg.precision is not Precision.fp32:
-        measured = min((s["cosine"] for s in report.outputs.get("B", [])), default=1.0)
-        return {"min_cosine": round(min(cfg.gates.int8_min_cosine, measured - 0.01), 6), "max_abs": None,
-                "basis": f"{cfg.precision.value} on device vs fp32 reference: cosine limit from the host simulation minus 0.01"}
-    return {"min_cosine": 0.9999, "max_abs": round(1e-3 * max(1.0, scale), 8),
-            "basis": "fp32 ARM kernels vs fp32 reference: 1e-3 of the output scale"}
-
-
-def _factory_source(factory: str) -> dict:
-    """The file that defines the model class: a build is only reproducible with the same code."""
-    import importlib
-    import inspect
-
-    module = importlib.import_module(factory.split(":")[0])
-    path = inspect.getsourcefile(module)
-    return {"spec": factory, "path": path, "sha256": sha256_file(Path(path)) if path else None}
-
-
-def _manifest(cfg, run: _Run, static: StaticModel, quantized, device: LiteModel, twin: LiteModel,
-              report: parity.ParityReport, evaluation: Samples, calibration: Samples | None, golden: dict,
-              source: StaticModel | None = None) -> dict:
-    """`source`: the model as given, when a stage (prune) replaced `static` before export to .nb."""
-    from .lite import read_header
-
-    header = read_header(device.nb_file)
-    twin_header = read_header(twin.nb_file)
-    source_files = {}
-    if cfg.model.factory:
-        source_files["factory"] = _factory_source(cfg.model.factory)
-    if cfg.model.weights is not None:
-        source_files["weights"] = {"path": str(cfg.model.weights), "sha256": sha256_file(cfg.model.weights)}
-    given = source or static
-    if given.origin == "inference":   # the stage's copies are byte-identical to the given files
-        source_files["model_file"] = {"path": str(cfg.model.model_file), "sha256": sha256_file(given.model_file)}
-        if given.params_file is not None:
-            source_files["params_file"] = {"path": str(cfg.model.params_file or cfg.model.model_file),
-                                           "sha256": sha256_file(given.params_file)}
-    if run.onnx_import:
-        source_files["onnx"] = {k: run.onnx_import["source"][k] for k in ("path", "sha256")}
-    manifest = {
-        "created_utc": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
-        "model": {
-            "name": cfg.model.name, "file": "model.nb", "target": cfg.target.value, "abi": TARGETS[cfg.target].abi,
-            "precision": cfg.precision.value, "opt_version": header.opt_version, "nb_format": header.format_version,
-            # the apps must link the Paddle-Lite runtime of the same release as the opt that wrote the .nb
-            "runtime_required": {"paddlelite": versions.collect()["paddlelite"], "opt_version": header.opt_version},
-            "bytes": header.file_bytes, "program_bytes": header.program_bytes, "params_bytes": header.params_bytes,
-            "inputs": [{"name": f.name, "shape": list(f.shape), "dtype": f.dtype} for f in static.feeds],
-            "outputs": list(static.fetches), "source_ops": list(static.op_types), "origin": static.origin,
-        },
-        "host_twin": {"file": str(twin.nb_file.relative_to(device.nb_file.parent)), "target": "x86", "precision": "fp32",
-                      "bytes": twin_header.file_bytes, "rewrites": list(twin.rewrites)},
-        "source": source_files,
-        "onnx_import": run.onnx_import,
-        "versions": dict(versions.collect(), opt=device.opt_version, edgekit_source=versions.source_revision()),
-        "config": cfg.to_json(),
-        "commands": [{"equivalent": list(lm.argv), "ran": list(lm.process_argv), "inputs_sha256": lm.inputs_sha256,
-                      "seconds": round(lm.seconds, 3), "output": str(lm.nb_file.relative_to(device.nb_file.parent))}
-                     for lm in (device, twin)],
-        "stages_seconds": dict(run.timings),
-        "data": {
-            "evaluation": {"source": evaluation.source, "samples": len(evaluation), "sha256": evaluation.digest(),
-                           "labels": evaluation.labels is not None},
-            "calibration": None if calibration is None else {
-                "source": calibration.source, "samples": len(calibration), "sha256": calibration.digest(),
-                "samples_used": quantized.calibration_samples if quantized else 0,
-                "used_sha256": quantized.calibration_sha256 if quantized else None},
-        },
-        "parity": report.to_json(),
-        "golden": golden,
-    }
-    if quantized is not None and cfg.precision is not Precision.int8:
-        manifest["quantization"] = {"tool": "paddle_lite_opt", "mode": cfg.precision.value,
-                                    "host_simulation": quantized.algo, "seconds": round(quantized.seconds, 3)}
-    elif quantized is not None:
-        from .quantize import count_quantized_ops
-
-        manifest["quantization"] = {"tool": "paddleslim.quant.quant_post_static", "algo": quantized.algo,
-                                    "calibration_samples": quantized.calibration_samples,
-                                    "seconds": round(quantized.seconds, 3), "ops": count_quantized_ops(quantized.model),
-                                    "settings": cfg.to_json()["quant"]}
-    return manifest
