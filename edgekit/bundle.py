@@ -16,6 +16,7 @@ from .errors import BundleError
 
 MANIFEST = "manifest.json"
 SCHEMA = "edgekit.bundle/1"
+REQUIRED_KEYS = ("model", "host_twin", "golden", "files", "parity", "config")
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,13 @@ def load(path: Path) -> Bundle:
         manifest = json.loads(file.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise BundleError(f"{file} is not valid JSON", "rebuild the bundle") from exc
-    if manifest.get("schema") != SCHEMA:
-        raise BundleError(f"{file} has schema {manifest.get('schema')!r}, expected {SCHEMA}", "rebuild the bundle with this edgekit")
+    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
+        found = manifest.get("schema") if isinstance(manifest, dict) else type(manifest).__name__
+        raise BundleError(f"{file} has schema {found!r}, expected {SCHEMA}", "rebuild the bundle with this edgekit")
+    missing = [key for key in REQUIRED_KEYS if not isinstance(manifest.get(key), dict)]
+    if missing:
+        raise BundleError(f"{file} lacks {', '.join(missing)}: the bundle is incomplete or was edited",
+                          "rebuild it with `edgekit build`")
     return Bundle(path, manifest)
 
 

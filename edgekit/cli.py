@@ -80,7 +80,7 @@ def build(
                                         "or package.module:factory returning a paddle.nn.Layer. "
                                         "Default: [model] of --config, else ./edgekit.toml, else the bundled digits example."),
     config: Optional[Path] = typer.Option(None, "--config", "-c", help="edgekit.toml with [model], [data], [preprocess], "
-                                          "[build], [quantize], [parity]; flags override it."),
+                                          "[build], [quantize], [parity], [prune], [task]; flags override it."),
     target: Optional[Target] = typer.Option(None, "--target", "-t", help=TARGET_HELP + " Default arm64."),
     quant: Optional[Precision] = typer.Option(None, "--quant", "-q", help=QUANT_HELP + " Default fp32."),
     weights: Optional[Path] = typer.Option(None, "--weights", help="A .pdparams state dict for a factory model."),
@@ -238,7 +238,7 @@ def _inspect(path: Path, as_json: bool) -> None:
 def parity(
     bundle: Path = typer.Argument(..., help="A bundle folder written by `edgekit build`."),
 ) -> None:
-    """Replay a bundle's golden vectors on its x86 twin .nb and check them against the stored tolerances."""
+    """Replay a bundle's golden vectors on its x86 twin .nb and apply the build's tier-A gates to them."""
     _guarded(_parity)(bundle)
 
 
@@ -272,7 +272,11 @@ def _run(bundle_path: Path, image: Path, as_json: bool) -> None:
     from .tasks import TaskKind, make_task
     from .tasks.ocr import line_tensor, normalize
 
-    manifest = bundle_mod.load(bundle_path).manifest
+    loaded = bundle_mod.load(bundle_path)
+    problems = bundle_mod.verify(loaded)
+    if problems:
+        raise BundleError(f"bundle {bundle_path} does not verify: {problems[0]}", "rebuild it with `edgekit build`")
+    manifest = loaded.manifest
     task_file = bundle_path / "task.json"
     if not task_file.is_file():
         raise BundleError(f"{bundle_path} has no task.json: it was built without labels or ground truth",
@@ -284,6 +288,9 @@ def _run(bundle_path: Path, image: Path, as_json: bool) -> None:
         raise DataError(f"cannot decode image {image}", "give a PNG/JPEG file")
     feed = manifest["model"]["inputs"][0]
     height, width = feed["shape"][2:]
+    if height < 1 or width < 1:
+        raise BundleError(f"the bundle's input {feed['name']!r} has dynamic size {feed['shape']}",
+                          "edgekit run needs fixed height and width: rebuild with --input giving them")
     if task.kind in (TaskKind.ocr_rec, TaskKind.ocr_cls):
         x = line_tensor(picture, height, width)
     elif task.kind is TaskKind.ocr_det:          # boxes come back in model pixels

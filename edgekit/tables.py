@@ -50,8 +50,8 @@ PRECISIONS: dict[Precision, PrecisionInfo] = {
     Precision.fp32: PrecisionInfo(False, False, "float32 weights and compute: the reference accuracy, largest file"),
     Precision.fp16: PrecisionInfo(
         False, False,
-        "opt's FP16: half-size weights and FP16 kernels, fast only on ARMv8.2+ cores with FP16 arithmetic "
-        "(Cortex-A55/A75 and newer); older cores fall back to slower paths; host checks weight rounding only",
+        "opt's FP16 for ARMv8.2+ cores (Cortex-A55/A75 and newer); refused with the PyPI paddlelite 2.13rc0, "
+        "whose opt ignores --enable_fp16 and writes an FP32 .nb",
         opt_fp16=True, arm_only=True,
     ),
     Precision.int8: PrecisionInfo(

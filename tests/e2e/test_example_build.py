@@ -104,3 +104,19 @@ def test_a_violated_gate_fails_and_writes_no_bundle(tmp_path, cli):
     assert result.exit_code == 9
     assert "✗ tier B" in result.output and "top1_drop_points" in result.output
     assert list(out.rglob("*")) == []
+
+
+def test_run_prints_the_class_and_refuses_a_damaged_bundle(builds, cli, tmp_path):
+    import shutil
+
+    from edgekit.config import BUNDLED_EXAMPLE
+
+    image = sorted((BUNDLED_EXAMPLE.parent / "data" / "test" / "3").glob("*.png"))[0]
+    shown = cli("run", builds[0] / "digits" / "arm64-fp32", image)
+    result = json.loads(shown.output)
+    assert set(result) >= {"class", "score"}
+    damaged = tmp_path / "damaged"
+    shutil.copytree(builds[0] / "digits" / "arm64-fp32", damaged)
+    (damaged / "host" / "model_x86.nb").unlink()
+    refused = cli("run", damaged, image, ok=False)
+    assert refused.exit_code == 10 and "missing: host/model_x86.nb" in refused.output

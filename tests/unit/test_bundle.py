@@ -12,6 +12,9 @@ import pytest
 from edgekit.bundle import MANIFEST, SCHEMA, finalize, load, verify, write_golden
 from edgekit.errors import BundleError
 
+# the manifest keys load() requires, with just enough in them for these tests
+MINIMAL = {"model": {"file": "model.nb"}, "host_twin": {}, "golden": {}, "parity": {}, "config": {}}
+
 NB_BYTES = b"\x02\x00fake-nb" * 10
 
 
@@ -49,7 +52,7 @@ def test_write_golden_without_labels(tmp_path):
 def test_finalize_into_new_destination(tmp_path):
     stage(tmp_path / "staging")
     dest = tmp_path / "build" / "digits" / "arm64-int8"
-    bundle = finalize(tmp_path / "staging", dest, {"model": {"file": "model.nb"}})
+    bundle = finalize(tmp_path / "staging", dest, MINIMAL)
     assert bundle.path == dest
     assert bundle.nb_file == dest / "model.nb"
     assert not (tmp_path / "staging").exists()
@@ -71,7 +74,7 @@ def test_finalize_replaces_existing_destination(tmp_path):
     (dest / "stale.txt").write_text("old build")
     (dest / "model.nb").write_bytes(b"old")
     stage(tmp_path / "staging")
-    finalize(tmp_path / "staging", dest, {"model": {"file": "model.nb"}})
+    finalize(tmp_path / "staging", dest, MINIMAL)
     assert not (dest / "stale.txt").exists()
     assert (dest / "model.nb").read_bytes() == NB_BYTES
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["b"]      # no b.old-<pid> left over
@@ -82,7 +85,7 @@ def test_finalize_replaces_existing_destination(tmp_path):
 def built(tmp_path):
     stage(tmp_path / "staging")
     dest = tmp_path / "bundle"
-    finalize(tmp_path / "staging", dest, {"model": {"file": "model.nb"}})
+    finalize(tmp_path / "staging", dest, MINIMAL)
     return dest
 
 
@@ -108,4 +111,12 @@ def test_load_rejects_non_bundles(tmp_path):
         load(tmp_path)
     (tmp_path / MANIFEST).write_text(json.dumps({"schema": "other/9", "files": {}}))
     with pytest.raises(BundleError, match="schema 'other/9'"):
+        load(tmp_path)
+
+
+@pytest.mark.parametrize("text, needle", [("[1, 2]", "schema 'list'"),
+                                          ('{"schema": "edgekit.bundle/1"}', "lacks model, host_twin")])
+def test_load_rejects_manifests_that_are_not_bundles(tmp_path, text, needle):
+    (tmp_path / "manifest.json").write_text(text)
+    with pytest.raises(BundleError, match=needle):
         load(tmp_path)
