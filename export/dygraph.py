@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
-import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -13,6 +11,7 @@ import numpy as np
 from edgekit.artifacts import StaticModel
 from edgekit.config import InputSpec, ModelConfig
 from edgekit.errors import ExportError, InputModelError
+from edgekit.imports import import_callable
 
 from . import program as prog
 from .runner import StaticRunner
@@ -29,20 +28,7 @@ def _last_line(exc: BaseException) -> str:
 
 
 def load_factory(spec: str):
-    """Import `package.module:callable`; like `python -m`, the working directory is importable."""
-    module_name, _, attr = spec.partition(":")
-    cwd = str(Path.cwd())
-    if cwd not in sys.path and "" not in sys.path:
-        sys.path.append(cwd)      # after installed packages, so it cannot shadow them
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, or anything the module raises while importing
-        raise InputModelError(f"cannot import {module_name!r} for model factory {spec!r}: {exc}",
-                              "run from the folder that holds it, install it, or add its folder to PYTHONPATH") from exc
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise InputModelError(f"{module_name} has no callable {attr!r}", "name a function or class that returns a paddle.nn.Layer")
-    return factory
+    return import_callable(spec, "model factory", "name a function or class that returns a paddle.nn.Layer", InputModelError)
 
 
 def build_layer(cfg: ModelConfig):

@@ -7,11 +7,11 @@ a hook that rebuilds the model from its factory would silently undo the pruning.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import time
 
 from edgekit.errors import ConfigError
+from edgekit.imports import import_callable
 
 from .errors import PruneError
 
@@ -19,16 +19,7 @@ log = logging.getLogger(__name__)
 
 
 def load_hook(spec: str):
-    module_name, _, attr = spec.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:   # ImportError or anything the module raises while importing
-        raise ConfigError(f"cannot import {module_name!r} for fine-tune hook {spec!r}: {exc}",
-                          "make the module importable (install it or add its folder to PYTHONPATH)") from exc
-    hook = getattr(module, attr, None)
-    if not callable(hook):
-        raise ConfigError(f"{module_name} has no callable {attr!r}", "name a function taking (model, epochs)")
-    return hook
+    return import_callable(spec, "fine-tune hook", "name a function taking (model, epochs)", ConfigError)
 
 
 def _shapes(layer) -> dict[str, tuple[int, ...]]:
