@@ -117,6 +117,16 @@ class PreprocessSpec:
         return np.ascontiguousarray(x, dtype=np.float32)
 
 
+def array_digest(arrays: Mapping[str, np.ndarray]) -> str:
+    """sha256 over named arrays (name, dtype, shape, bytes), independent of the mapping's order."""
+    sha = hashlib.sha256()
+    for name in sorted(arrays):
+        value = np.ascontiguousarray(arrays[name])
+        sha.update(f"{name}:{value.dtype.str}:{list(value.shape)}".encode())
+        sha.update(value.tobytes())
+    return sha.hexdigest()
+
+
 @dataclass(frozen=True)
 class Samples:
     """A batch of model inputs keyed by feed name, optionally with integer labels."""
@@ -129,13 +139,12 @@ class Samples:
     def __len__(self) -> int:
         return len(next(iter(self.inputs.values())))
 
-    def digest(self) -> str:
-        """sha256 over the input tensors (names and bytes): identifies the exact data a build used."""
-        sha = hashlib.sha256()
-        for name in sorted(self.inputs):
-            sha.update(name.encode())
-            sha.update(np.ascontiguousarray(self.inputs[name]).tobytes())
-        return sha.hexdigest()
+    def digest(self, with_labels: bool = False) -> str:
+        """Identifies the exact tensors a build used (and their labels, when asked)."""
+        arrays = dict(self.inputs)
+        if with_labels and self.labels is not None:
+            arrays["\0labels"] = np.asarray(self.labels, np.int64)   # a name no feed can have
+        return array_digest(arrays)
 
     def spread(self, n: int) -> "Samples":
         """`n` samples evenly spaced over the set (folders are read class by class, so head() is one class)."""

@@ -43,13 +43,14 @@ def build_manifest(cfg: BuildConfig, timings: dict, onnx_import: dict | None, st
                                            "sha256": sha256_file(given.params_file)}
     if onnx_import:
         source_files["onnx"] = {k: onnx_import["source"][k] for k in ("path", "sha256")}
+    tool_versions = versions.collect()
     manifest = {
         "created_utc": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
         "model": {
             "name": cfg.model.name, "file": "model.nb", "target": cfg.target.value, "abi": TARGETS[cfg.target].abi,
             "precision": cfg.precision.value, "opt_version": header.opt_version, "nb_format": header.format_version,
             # the apps must link the Paddle-Lite runtime of the same release as the opt that wrote the .nb
-            "runtime_required": {"paddlelite": versions.collect()["paddlelite"], "opt_version": header.opt_version},
+            "runtime_required": {"paddlelite": tool_versions["paddlelite"], "opt_version": header.opt_version},
             "bytes": header.file_bytes, "program_bytes": header.program_bytes, "params_bytes": header.params_bytes,
             "inputs": [{"name": f.name, "shape": list(f.shape), "dtype": f.dtype} for f in static.feeds],
             "outputs": list(static.fetches), "source_ops": list(static.op_types), "origin": static.origin,
@@ -58,7 +59,7 @@ def build_manifest(cfg: BuildConfig, timings: dict, onnx_import: dict | None, st
                       "bytes": twin_header.file_bytes, "rewrites": list(twin.rewrites)},
         "source": source_files,
         "onnx_import": onnx_import,
-        "versions": dict(versions.collect(), opt=device.opt_version, edgekit_source=versions.source_revision()),
+        "versions": dict(tool_versions, opt=device.opt_version, edgekit_source=versions.source_revision()),
         "config": cfg.to_json(),
         "commands": [{"equivalent": list(lm.argv), "ran": list(lm.process_argv), "inputs_sha256": lm.inputs_sha256,
                       "seconds": round(lm.seconds, 3), "output": str(lm.nb_file.relative_to(device.nb_file.parent))}

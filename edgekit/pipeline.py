@@ -127,13 +127,23 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
     labels = read_labels(cfg.data.labels) if cfg.data.labels else None
     staging = run.work / "bundle"
     staging.mkdir()
+    loaded: list[Samples] = []
+
+    def evaluation_for(model: StaticModel) -> Samples | None:
+        """The evaluation data, read and preprocessed once, by the first stage that needs it."""
+        if cfg.data.evaluation is None:
+            return None
+        if not loaded:
+            aliases = run.onnx_import["feeds"] if run.onnx_import else None
+            loaded.append(_load(cfg, model, cfg.data.evaluation, labels, aliases))
+        return loaded[0]
 
     with run.stage("export"):
         (run.work / "export").mkdir()
         if cfg.model.factory:
             # the export check needs inputs: evaluation data when given, else seeded random tensors
             probe = StaticModel(Path(), None, cfg.model.inputs, (), "dygraph")
-            probe_samples = _load(cfg, probe, cfg.data.evaluation, labels) if cfg.data.evaluation else _synthetic(probe, 4)
+            probe_samples = evaluation_for(probe) or _synthetic(probe, 4)
             if cfg.prune is None:   # a pruned factory model is exported by the prune stage, after pruning
                 static = export_stage.export_dygraph(cfg.model, run.work / "export", dict(probe_samples.head(8).inputs))
         elif cfg.model.model_file is not None and cfg.model.model_file.suffix.lower() == ".onnx":
@@ -152,13 +162,11 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
 
         with run.stage("prune"):
             (run.work / "prune").mkdir()
+            evaluation = evaluation_for(static if not cfg.model.factory else probe)
+            evaluation = evaluation.head(cfg.gates.max_samples) if evaluation is not None else None
             if cfg.model.factory:
-                evaluation = probe_samples.head(cfg.gates.max_samples) if cfg.data.evaluation else None
                 pruned = prune_factory_model(cfg.model, cfg.prune, run.work / "prune", evaluation)
             else:
-                aliases = run.onnx_import["feeds"] if run.onnx_import else None
-                evaluation = _load(cfg, static, cfg.data.evaluation, labels, aliases).head(cfg.gates.max_samples) \
-                    if cfg.data.evaluation else None
                 pruned = prune_inference_model(static, cfg.prune, run.work / "prune", evaluation)
             (run.work / "prune" / "nb").mkdir()
             measure_nb(pruned, run.work / "prune" / "nb", cfg.tool_timeout)
@@ -166,7 +174,7 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
 
     with run.stage("data"):
         aliases = run.onnx_import["feeds"] if run.onnx_import else None
-        evaluation = _load(cfg, static, cfg.data.evaluation, labels, aliases) if cfg.data.evaluation else None
+        evaluation = evaluation_for(static)
         calibration = _load(cfg, static, cfg.data.calibration, labels, aliases) if cfg.data.calibration else None
         evaluation = evaluation or calibration or _synthetic(static, 16)
         task, truth = _task_and_truth(cfg, evaluation)           # full-length truth, cut with the samples

@@ -16,6 +16,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from edgekit.data import array_digest
+
 from .groups import groups_from, tied_convs, unreachable
 from .config import CRITERIA, Choice, Criterion, Goal, PruneConfig
 from .errors import PruneError
@@ -119,13 +121,8 @@ def _reduction(pruner, layer, shape, goal: Goal, base: tuple[float, int]) -> Cal
 
 def model_digest(layer) -> str:
     """Structure and weights of the unpruned model: the sensitivity cache's model key."""
-    sha = hashlib.sha256(type(layer).__qualname__.encode())
-    for name, value in layer.state_dict().items():
-        array = np.ascontiguousarray(value.numpy())
-        sha.update(name.encode())
-        sha.update(str(array.shape).encode())
-        sha.update(array.tobytes())
-    return sha.hexdigest()
+    weights = array_digest({name: value.numpy() for name, value in layer.state_dict().items()})
+    return hashlib.sha256(f"{type(layer).__qualname__}:{weights}".encode()).hexdigest()
 
 
 def layer_sensitivity(pruner, layer, analysis: Analysis, evaluate: Callable[[], float], metric: Metric, samples: int,

@@ -15,7 +15,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -105,13 +105,3 @@ def cached(folder: Path | None, key: str, samples: int, metric: str,
             out.write(body + "\n")
         os.replace(tmp, path)
     return Sensitivity(curves, baseline, metric, samples, str(path) if path else None, False)
-
-
-def array_digest(arrays: Mapping[str, np.ndarray]) -> str:
-    sha = hashlib.sha256()
-    for name in arrays:
-        value = np.ascontiguousarray(arrays[name])
-        sha.update(name.encode())
-        sha.update(str(value.shape).encode())
-        sha.update(value.tobytes())
-    return sha.hexdigest()

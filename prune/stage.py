@@ -17,12 +17,12 @@ import numpy as np
 
 from edgekit.artifacts import StaticModel
 from edgekit.config import ModelConfig
-from edgekit.data import Samples
+from edgekit.data import Samples, array_digest
 from edgekit.errors import ConfigError
 
 from .config import Choice, PruneConfig
 from .report import PruneReport
-from .sensitivity import Metric, array_digest, task_metric
+from .sensitivity import Metric, task_metric
 
 log = logging.getLogger(__name__)
 

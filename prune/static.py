@@ -17,7 +17,7 @@ from typing import Mapping
 import numpy as np
 
 from edgekit.artifacts import StaticModel, sha256_file
-from edgekit.data import Samples
+from edgekit.data import Samples, array_digest
 from edgekit.errors import ConfigError
 
 from .groups import CONV_OPS, groups_from, unreachable
@@ -26,7 +26,7 @@ from .errors import PruneError
 from .plan import Analysis, Conv, bisect, classify, explicit_ratios, predicted_cost, ratios_at, verify
 from .quiet import quiet_paddleslim
 from .report import PruneReport, layer_rows
-from .sensitivity import GRID, Sensitivity, array_digest, cache_key, cached, measure, task_metric
+from .sensitivity import GRID, Sensitivity, cache_key, cached, measure, task_metric
 from .stage import PrunedModel, write_report
 
 log = logging.getLogger(__name__)

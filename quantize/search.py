@@ -26,7 +26,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-import numpy as np
 
 from edgekit.artifacts import QuantizedModel, StaticModel, sha256_file
 from edgekit.config import CALIBRATION_ALGOS, QuantConfig
@@ -61,14 +60,7 @@ def model_digest(model: StaticModel) -> str:
 
 
 def data_digest(samples: Samples, with_labels: bool = False) -> str:
-    digest = hashlib.sha256()
-    for name in sorted(samples.inputs):
-        arr = np.ascontiguousarray(samples.inputs[name])
-        digest.update(f"{name}:{arr.dtype.str}:{list(arr.shape)}".encode())
-        digest.update(arr.tobytes())
-    if with_labels and samples.labels is not None:
-        digest.update(b"labels" + np.ascontiguousarray(samples.labels, np.int64).tobytes())
-    return digest.hexdigest()
+    return samples.digest(with_labels)
 
 
 def calibration_settings(cfg: QuantConfig) -> dict:

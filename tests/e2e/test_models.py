@@ -51,8 +51,8 @@ def test_paddle_vision_mobilenet_v3_parity(tmp_path, cli):
     assert m["model"]["bytes"] > 1_000_000       # ~1.5 M parameters in fp32
 
 
-def test_exported_inference_model_is_cross_checked(tmp_path, cli):
-    """An already exported model: feeds read from the program, reference checked against Paddle Inference."""
+def _jit_save_flatten_net(prefix):
+    """Export the flatten model the way a user would, outside edgekit."""
     import paddle
 
     import tinymodels
@@ -61,7 +61,12 @@ def test_exported_inference_model_is_cross_checked(tmp_path, cli):
     layer = tinymodels.flatten_net()
     layer.eval()
     static = paddle.jit.to_static(layer, input_spec=[paddle.static.InputSpec([-1, 3, 8, 8], "float32", "x")], full_graph=True)
-    paddle.jit.save(static, str(tmp_path / "exported" / "inference"))
+    paddle.jit.save(static, str(prefix))
+
+
+def test_exported_inference_model_is_cross_checked(tmp_path, cli):
+    """An already exported model: feeds read from the program, reference checked against Paddle Inference."""
+    _jit_save_flatten_net(tmp_path / "exported" / "inference")
     out = tmp_path / "out"
     cli("build", "--model", tmp_path / "exported", "--name", "exported", "--out", out, "--quiet")
     m = manifest(out / "exported" / "arm64-fp32")
@@ -85,13 +90,7 @@ def test_separate_params_layout(tmp_path, cli):
     """The old `__model__` + one-file-per-parameter layout opt also accepts is normalised, not refused."""
     import paddle
 
-    import tinymodels
-
-    paddle.disable_static()
-    layer = tinymodels.flatten_net()
-    layer.eval()
-    static = paddle.jit.to_static(layer, input_spec=[paddle.static.InputSpec([-1, 3, 8, 8], "float32", "x")], full_graph=True)
-    paddle.jit.save(static, str(tmp_path / "combined" / "model"))
+    _jit_save_flatten_net(tmp_path / "combined" / "model")
     paddle.enable_static()
     exe = paddle.static.Executor(paddle.CPUPlace())
     scope = paddle.static.Scope()
