@@ -9,7 +9,8 @@ For each of PP-OCRv4 mobile det, rec and the mobile v2.0 direction classifier
 - ONNX Runtime on the original .onnx,
 - the Paddle model from edgekit's X2Paddle import (static executor),
 - the FP32 x86 twin `.nb` of an `edgekit build --target arm64 --quant fp32` bundle (Paddle-Lite),
-- the INT8 model as PaddleSlim simulates it (quantize_int8 with the example's [quantize] settings),
+- the INT8 model as PaddleSlim simulates it (the calibration algorithm and float layers the int8
+  build's search chose within the example's budget; rec tries avg then hist),
 
 the task metrics (det hmean, rec exact-match / character accuracy, cls accuracy),
 how many samples give the same readable result as ONNX Runtime, the output
@@ -26,6 +27,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -112,7 +114,7 @@ def bench_role(role: str, data: Path, work: Path, cfg_flags: dict) -> dict:
     metrics["paddle"] = task.evaluate(paddle_out, truth.values)
     agreement["paddle_vs_onnxruntime"] = _agreement(task, reference, reference_readable, paddle_out)
 
-    builds = {}
+    builds, chosen_search = {}, {}
     for precision in ("fp32", "int8"):
         flags = dict(cfg_flags, model=str(onnx_path), evaluation=eval_file, calibration=calib_file,
                      precision=precision, target="arm64", out_dir=work / "build")
@@ -126,6 +128,11 @@ def bench_role(role: str, data: Path, work: Path, cfg_flags: dict) -> dict:
         builds[precision] = {"bundle": str(result.bundle.path), "seconds": round(time.monotonic() - start, 2),
                              "stages_seconds": manifest["stages_seconds"], "parity": manifest["parity"]["checks"]}
         nb[f"arm64_{precision}"] = _nb_figures(manifest)
+        if precision == "int8":
+            search = manifest.get("quantization", {}).get("search", {})
+            chosen_search = {k: search.get(k) for k in ("algo", "float_layers", "holds", "drop", "budget", "calibrations")}
+            chosen_search["candidates"] = [{k: c.get(k) for k in ("algo", "purpose", "holds", "task", "cosine")}
+                                           for c in search.get("candidates", []) if c.get("purpose") != "sensitivity"]
         if precision == "fp32":
             nb["x86_twin_bytes"] = manifest["host_twin"]["bytes"]
             twin_file = result.bundle.path / manifest["host_twin"]["file"]
@@ -138,10 +145,13 @@ def bench_role(role: str, data: Path, work: Path, cfg_flags: dict) -> dict:
     if "arm64_fp32" in nb and "arm64_int8" in nb:
         nb["int8_over_fp32"] = round(nb["arm64_int8"]["bytes"] / nb["arm64_fp32"]["bytes"], 4)
 
-    # the INT8 program is not kept in the bundle: quantise the imported model again with the same settings
+    # the INT8 program is not kept in the bundle: quantise the imported model again as the build's search chose
     cfg = resolve(EXAMPLE / f"{role}.toml", dict(cfg_flags, model=str(onnx_path)))
+    chosen = chosen_search.get("algo") or cfg.quant.algo
+    skip = tuple(chosen_search.get("float_layers") or ())
     (work / f"{role}-int8").mkdir()
-    quantized = quantize_int8(static, Samples({feed: calib_x}, None, (), str(calib_file)), cfg.quant, work / f"{role}-int8")
+    quantized = quantize_int8(static, Samples({feed: calib_x}, None, (), str(calib_file)), replace(cfg.quant, algo=chosen),
+                              work / f"{role}-int8", skip)
     seconds["ptq"] = round(quantized.seconds, 2)
     start = time.monotonic()
     int8_out = StaticRunner(quantized.model).run({feed: x})
@@ -153,7 +163,8 @@ def bench_role(role: str, data: Path, work: Path, cfg_flags: dict) -> dict:
         "onnx": {"file": onnx_path.name, "sha256": sha256_file(onnx_path), "bytes": onnx_path.stat().st_size,
                  "build_input": list(info.input_shape)},
         "task": task.kind.value, "primary": task.primary, "samples": len(x), "calibration_samples": len(calib_x),
-        "quantize": {"algo": cfg.quant.algo, "batch_size": cfg.quant.batch_size, "batch_nums": cfg.quant.batch_nums,
+        "quantize": {"algo": chosen, "float_layers": list(skip), "search": chosen_search,
+                     "batch_size": cfg.quant.batch_size, "batch_nums": cfg.quant.batch_nums,
                      "samples_used": quantized.calibration_samples},
         "metrics_percent": metrics, "agreement": agreement, "nb": nb, "builds": builds, "seconds": seconds,
         "import_check": {"max_abs": report["check"]["max_abs"], "min_cosine": report["check"]["min_cosine"]},

@@ -96,7 +96,7 @@ def build(
     algo: Optional[str] = typer.Option(None, "--algo", help="Calibration algorithm for int8: avg, abs_max, hist, mse, KL, emd. Default avg."),
     search_algos: Optional[str] = typer.Option(None, "--search-algos", help="Calibration algorithms to try for int8, comma-separated "
                                                "(e.g. avg,hist,mse,KL); the best that meets the budget wins. Default: only --algo."),
-    max_drop: Optional[float] = typer.Option(None, "--max-drop", help="INT8 accuracy budget: top-1 points with labels, else 1 - output "
+    max_drop: Optional[float] = typer.Option(None, "--max-drop", help="INT8 accuracy budget: points of the task metric (top-1, OCR exact match, ...) with ground truth, else 1 - output "
                                              "cosine. The most sensitive layers stay in float until it holds; if it cannot, the "
                                              "build fails (exit 9) showing the best found. Default: the [parity] int8 gate."),
     no_fallback: bool = typer.Option(False, "--no-fallback", help="Never keep layers in float: whole-model int8 or fail."),

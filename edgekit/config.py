@@ -100,7 +100,7 @@ class QuantConfig:
 class ParityGates:
     twin_max_abs: float = 1e-4            # x86 twin vs reference, per output
     twin_min_cosine: float = 0.99999
-    int8_max_top1_drop: float = 1.0       # percentage points, when labels are given
+    int8_max_top1_drop: float = 1.0       # points of the task's primary metric (top-1, exact match, ...), with truth
     int8_min_cosine: float = 0.99         # when there are no labels
     golden_count: int = 8                 # samples written as golden vectors
     max_samples: int = 512                # evaluation samples used for parity

@@ -127,6 +127,13 @@ def array_digest(arrays: Mapping[str, np.ndarray]) -> str:
     return sha.hexdigest()
 
 
+def spread_indices(total: int, n: int) -> np.ndarray:
+    """`n` indices evenly spaced over `total` items (all of them when n >= total)."""
+    if n >= total:
+        return np.arange(total, dtype=np.int64)
+    return np.linspace(0, total - 1, n).round().astype(np.int64)
+
+
 @dataclass(frozen=True)
 class Samples:
     """A batch of model inputs keyed by feed name, optionally with integer labels."""
@@ -150,7 +157,7 @@ class Samples:
         """`n` samples evenly spaced over the set (folders are read class by class, so head() is one class)."""
         if n >= len(self):
             return self
-        picks = np.linspace(0, len(self) - 1, n).round().astype(np.int64)
+        picks = spread_indices(len(self), n)
         return Samples({k: v[picks] for k, v in self.inputs.items()},
                        None if self.labels is None else self.labels[picks],
                        tuple(self.files[i] for i in picks) if self.files else (), self.source)

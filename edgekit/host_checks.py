@@ -17,18 +17,16 @@ from .data import Samples
 from .tables import Precision
 
 
-def int8_budget(cfg: BuildConfig, metric: str, has_truth: bool) -> float:
-    """The int8 budget as a drop in `metric`: "points" of the task metric, or "cosine" of the outputs.
+def int8_budget(cfg: BuildConfig, metric: str) -> float:
+    """The int8 budget as a drop in `metric`: "points" of the task's primary metric, or "cosine" of the outputs.
 
     --max-drop is in task points when the evaluation data has ground truth (labels or a truth
-    file), else in output cosine; without it the [parity] gates apply. With truth but no class
-    labels (e.g. OCR) the search can only budget cosine, so it uses the cosine gate.
+    file), else in output cosine; without it the [parity] gates apply (int8_max_top1_drop is in
+    points of whatever the task's primary metric is: top-1, exact match, hmean, ...).
     """
-    if metric == "points":
-        return cfg.quant.max_drop if cfg.quant.max_drop is not None else cfg.gates.int8_max_top1_drop
-    if cfg.quant.max_drop is not None and not has_truth:
+    if cfg.quant.max_drop is not None:
         return cfg.quant.max_drop
-    return 1.0 - cfg.gates.int8_min_cosine
+    return cfg.gates.int8_max_top1_drop if metric == "points" else 1.0 - cfg.gates.int8_min_cosine
 
 
 def host_parity(cfg: BuildConfig, static: StaticModel, quantized: QuantizedModel | None, twin_file: Path,
@@ -65,11 +63,11 @@ def host_parity(cfg: BuildConfig, static: StaticModel, quantized: QuantizedModel
             report.metrics[f"{precision} simulated"] = task.evaluate(simulated, truth)
             drop = report.metrics["fp32 reference"][task.primary] - report.metrics[f"{precision} simulated"][task.primary]
             report.checks.append(parity.Check("B", f"{precision} ({how}) vs fp32", f"{task.primary}_drop_points", drop,
-                                              int8_budget(cfg, "points", True), False, static.fetches[0]))
+                                              int8_budget(cfg, "points"), False, static.fetches[0]))
         else:
             for s in qstats:
                 report.checks.append(parity.Check("B", f"{precision} ({how}) vs reference", "cosine", s.cosine,
-                                                  1.0 - int8_budget(cfg, "cosine", False), True, s.output))
+                                                  1.0 - int8_budget(cfg, "cosine"), True, s.output))
         if cfg.precision is Precision.int8:
             report.notes.append("tier A covers the FP32 graph through Paddle-Lite's x86 kernels; tier B covers INT8 "
                                 "accuracy through PaddleSlim's fake-quant simulation. Paddle-Lite INT8 kernels run only "

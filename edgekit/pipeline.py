@@ -199,12 +199,13 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
         with run.stage("quantize"):
             (run.work / "quant").mkdir()
             q = cfg.quant
-            has_labels = evaluation.labels is not None
-            budget = int8_budget(cfg, "points" if has_labels else "cosine", truth is not None)
-            plan = SearchPlan(Budget.for_data(budget, has_labels), q.search_algos or (q.algo,),
-                              q.fallback, q.max_float_fraction, q.sensitivity_method, q.sensitivity_samples, q.analyse_layers)
+            budget = int8_budget(cfg, "points" if truth is not None else "cosine")
+            plan = SearchPlan(Budget.for_data(budget, task.primary if truth is not None else None),
+                              q.search_algos or (q.algo,), q.fallback, q.max_float_fraction, q.sensitivity_method,
+                              q.sensitivity_samples, q.analyse_layers)
             # a miss still hands on the best found: tier B (the same budget) then fails with exit 9 and the table
-            search = quantize_to_budget(static, calibration, evaluation, q, plan, run.work / "quant", q.cache_dir)
+            search = quantize_to_budget(static, calibration, evaluation, q, plan, run.work / "quant", q.cache_dir,
+                                        task=task if truth is not None else None, truth=truth)
             quantized = search.quantized
             from .quantize.datacheck import check_calibration
 
@@ -249,8 +250,6 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
         if search is not None and not search.holds:
             report.notes.extend(line.strip() for line in search.lines(with_notes=False))
         report.notes.extend(f"calibration data: {w}" for w in data_warnings)
-        if search is not None and truth is not None and evaluation.labels is None:
-            report.notes.append(f"the int8 search budgeted output cosine; {task.primary} is gated here in tier B")
         if pruned is not None and pruned.report.metric_name == "top-1 %" and "int8 simulated" in report.accuracy:
             pruned.report.metric["int8 simulated"] = report.accuracy["int8 simulated"]
         report.raise_if_failed()      # no bundle for a model that failed its gates

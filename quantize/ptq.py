@@ -55,21 +55,29 @@ def _loader(paddle, model: StaticModel, samples: Samples, batch_size: int):
                                 shuffle=False, drop_last=True, return_list=False, num_workers=0)
 
 
+def calibration_batches(available: int, cfg: QuantConfig, fixed_batch: int | None = None) -> tuple[int, int]:
+    """(batch size, batch count) for PaddleSlim: `batch_size x batch_nums` is a sample budget.
+
+    A program with a fixed batch (e.g. 1, from an ONNX export) only accepts that batch size;
+    it still calibrates on as many samples as the budget allows, in more batches.
+    """
+    batch_size = fixed_batch or cfg.batch_size
+    usable = min(available, cfg.batch_size * cfg.batch_nums)
+    usable -= usable % batch_size
+    if usable < max(MIN_CALIBRATION_SAMPLES, batch_size):
+        raise DataError(f"calibration has {available} samples; INT8 needs at least {max(MIN_CALIBRATION_SAMPLES, batch_size)}",
+                        "add calibration samples (a few hundred representative inputs is typical)")
+    return batch_size, usable // batch_size
+
+
 def quantize_int8(model: StaticModel, samples: Samples, cfg: QuantConfig, out_dir: Path,
                   skip_tensors: tuple[str, ...] = ()) -> QuantizedModel:
     """PTQ of `model`; ops whose weight tensors are named in `skip_tensors` stay in float."""
     import paddle
     from paddleslim.quant import quant_post_static
 
-    batch_size = cfg.batch_size
     fixed = {f.shape[0] for f in model.feeds if f.shape[0] > 0}
-    if fixed:
-        batch_size = fixed.pop()     # the program only accepts its own batch size
-    usable = min(len(samples), batch_size * cfg.batch_nums)
-    if usable < max(MIN_CALIBRATION_SAMPLES, batch_size):
-        raise DataError(f"calibration has {len(samples)} samples; INT8 needs at least {max(MIN_CALIBRATION_SAMPLES, batch_size)}",
-                        "add calibration samples (a few hundred representative inputs is typical)")
-    batch_nums = usable // batch_size
+    batch_size, batch_nums = calibration_batches(len(samples), cfg, fixed.pop() if fixed else None)
     calib = samples.spread(batch_nums * batch_size)   # every class, not the first folders only
     start = time.monotonic()
     paddle.enable_static()
@@ -126,4 +134,4 @@ def count_quantized_ops(model: StaticModel) -> dict[str, int]:
     return counts
 
 
-__all__ = ["quantize_int8", "count_quantized_ops"]
+__all__ = ["quantize_int8", "calibration_batches", "count_quantized_ops"]

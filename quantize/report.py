@@ -47,7 +47,7 @@ def layer_rows(result: QuantSearchResult) -> list[dict]:
         rows.append({
             "name": layer.name, "op_type": layer.op_type, "weights": layer.weight_elements,
             "source": _short_source(layer.source), "rank": s.rank if s else None, "value": s.value if s else None,
-            "cosine": s.score.cosine if s else None, "top1_drop": s.score.top1_drop if s else None,
+            "cosine": s.score.cosine if s else None, "task_drop": s.score.task_drop if s else None,
             "precision": "float" if layer.key in floated else ("int8" if layer.key else "int8 (no skip key)"),
         })
     return rows
@@ -60,11 +60,12 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
     method = result.plan.method if result.plan else "alone"
     out = ["# INT8 quantisation report", ""]
     out.append(f"- budget: {budget.describe()} ({budget.metric}), on {result.evaluation_samples} evaluation samples")
-    if result.reference_top1 is not None:
-        out.append(f"- FP32 reference top-1: {result.reference_top1:.2f} %")
-    chosen_top1 = f", top-1 {result.chosen.score.top1:.2f} %" if result.chosen.score.top1 is not None else ""
+    metric = result.metric_name
+    if result.reference_task is not None:
+        out.append(f"- FP32 reference {metric}: {result.reference_task:.2f} %")
+    chosen_task = f", {metric} {result.chosen.score.task:.2f} %" if result.chosen.score.task is not None else ""
     out.append(f"- chosen: calibration `{result.chosen.algo}`, {len(result.chosen.skip)} layer(s) kept in float; "
-               f"drop {drop:.4g}{chosen_top1}, cosine {result.chosen.score.cosine:.6f}: {verdict}")
+               f"drop {drop:.4g}{chosen_task}, cosine {result.chosen.score.cosine:.6f}: {verdict}")
     out.append(f"- calibrations run: {result.calibrations} (the rest came from the cache)")
     sizes = result.weight_bytes()
     out.append(f"- quantisable-layer weights as deployed: {_kib(sizes['int8'])} int8 + {_kib(sizes['float'])} float "
@@ -78,21 +79,21 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
         out.append(f"Sensitivity by method `{method}`: {SENSITIVITY_METHODS[method][0]}; rank 1 = most sensitive.")
     else:
         out.append("Sensitivity was not measured (the whole-model INT8 met the budget); every layer is int8.")
-    out += ["", "| # | layer | op | weights | source | rank | sensitivity | cosine | top-1 drop | precision |",
+    out += ["", f"| # | layer | op | weights | source | rank | sensitivity | cosine | {metric} drop | precision |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     for i, row in enumerate(layer_rows(result)):
         out.append(f"| {i} | `{row['name']}` | {row['op_type']} | {row['weights']} | {row['source']} | "
                    f"{_num(row['rank'], 'd')} | {_num(row['value'])} | {_num(row['cosine'], '.6f')} | "
-                   f"{_num(row['top1_drop'], '.2f')} | {row['precision']} |")
+                   f"{_num(row['task_drop'], '.2f')} | {row['precision']} |")
 
     out += ["", "## Candidates tried", "",
-            "| # | stage | algorithm | float layers | drop | top-1 % | cosine | SNR dB | samples | meets | cached |",
+            f"| # | stage | algorithm | float layers | drop | {metric} % | cosine | SNR dB | samples | meets | cached |",
             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, c in enumerate(result.candidates):
         floats = ", ".join(f"`{k}`" for k in c.skip) if len(c.skip) <= 3 else f"{len(c.skip)} layers"
         meets = ("yes" if c.holds else "no") if c.samples == result.evaluation_samples else "—"
         out.append(f"| {i} | {c.purpose} | {c.algo} | {floats or '—'} | {budget.drop(c.score):.4g} | "
-                   f"{_num(c.score.top1, '.2f')} | {c.score.cosine:.6f} | {c.score.snr_db:.1f} | {c.samples} | "
+                   f"{_num(c.score.task, '.2f')} | {c.score.cosine:.6f} | {c.score.snr_db:.1f} | {c.samples} | "
                    f"{meets} | {'yes' if c.reused else 'no'} |")
     if result.fallback is not None:
         out += ["", "## Fallback steps", ""]

@@ -204,7 +204,7 @@ class ScoreStore:
             return None
         try:
             raw = json.loads((self.root / f"{key}.json").read_text(encoding="utf-8"))
-            score = Score(float(raw["cosine"]), float(raw["snr_db"]), raw["top1"], raw["top1_drop"])
+            score = Score(float(raw["cosine"]), float(raw["snr_db"]), raw["task"], raw["task_drop"])
         except (OSError, ValueError, KeyError, TypeError):
             return None
         self._memory[key] = score
@@ -262,7 +262,7 @@ class QuantSearchResult:
     quantized: QuantizedModel
     chosen: Candidate
     budget: Budget
-    reference_top1: float | None
+    reference_task: float | None                       # the FP32 model's task metric (budget.task_metric), with truth
     layers: tuple[QuantLayer, ...]
     candidates: tuple[Candidate, ...]                  # every candidate, in the order tried
     sensitivity: tuple[LayerSensitivity, ...] = ()     # most sensitive first; empty when not measured
@@ -271,10 +271,15 @@ class QuantSearchResult:
     evaluation_samples: int = 0
     calibrations: int = 0                              # PaddleSlim runs this search needed (0 = all cached)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    task_metric: str | None = None                     # what Score.task measures (the task's primary metric)
 
     @property
     def holds(self) -> bool:
         return self.chosen.holds
+
+    @property
+    def metric_name(self) -> str:
+        return self.task_metric or self.budget.task_metric or "task metric"
 
     @property
     def float_layers(self) -> tuple[QuantLayer, ...]:
@@ -295,8 +300,8 @@ class QuantSearchResult:
             if c.purpose in ("algorithm", "fallback"):
                 mark = "✓" if c.holds else "✗"
                 floats = f", float: {', '.join(c.skip)}" if c.skip else ""
-                top1 = f", top-1 {c.score.top1:.2f} %" if c.score.top1 is not None else ""
-                out.append(f"  {mark} {c.purpose} {c.algo}{floats}: drop {drop(c.score):.4g}{top1}, cosine "
+                task = f", {self.metric_name} {c.score.task:.2f} %" if c.score.task is not None else ""
+                out.append(f"  {mark} {c.purpose} {c.algo}{floats}: drop {drop(c.score):.4g}{task}, cosine "
                            f"{c.score.cosine:.6f}{' (cached)' if c.reused else ''}")
         floats = ", ".join(f"{layer.name} ({layer.op_type})" for layer in self.float_layers) or "none"
         verdict = "meets" if self.holds else "MISSES"
@@ -324,7 +329,8 @@ class QuantSearchResult:
             "budget": {"metric": self.budget.metric, "max_drop": self.budget.max_drop},
             "holds": self.holds, "algo": self.chosen.algo, "float_layers": list(self.chosen.skip),
             "drop": self.budget.drop(self.chosen.score), "score": self.chosen.score.to_json(),
-            "reference_top1": self.reference_top1, "evaluation_samples": self.evaluation_samples,
+            "task_metric": self.task_metric, "reference_task": self.reference_task,
+            "evaluation_samples": self.evaluation_samples,
             "calibrations": self.calibrations, "weight_bytes": self.weight_bytes(),
             "method": self.plan.method if self.plan else None,
             "candidates": [{"algo": c.algo, "float_layers": list(c.skip), "purpose": c.purpose, "holds": c.holds,
@@ -343,16 +349,26 @@ def choose(candidates: Sequence[Candidate], budget: Budget) -> Candidate:
 
 def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: QuantConfig,
                        plan: SearchPlan, work_dir: Path, cache_dir: Path | None = None,
-                       quantize: Quantize = ptq.quantize_int8, evaluator: Evaluator | None = None) -> QuantSearchResult:
-    """INT8 of `model` that meets `plan.budget` on `evaluation`, or the best found (check `.holds`)."""
-    evaluator = evaluator or Evaluator.for_model(model, evaluation)
-    if plan.budget.metric == "top1_drop_points" and not evaluator.has_labels:
-        raise ConfigError("the accuracy budget is in top-1 points but the evaluation data has no labels",
-                          "give labelled evaluation data, or budget the output cosine")
+                       quantize: Quantize = ptq.quantize_int8, evaluator: Evaluator | None = None,
+                       task=None, truth=None) -> QuantSearchResult:
+    """INT8 of `model` that meets `plan.budget` on `evaluation`, or the best found (check `.holds`).
+
+    With `task` and `truth` (one entry per evaluation sample) candidates are scored in the
+    task's primary metric, which a points budget needs; the budget's metric must be that one.
+    """
+    evaluator = evaluator or Evaluator.for_model(model, evaluation, task=task, truth=truth)
+    wanted = plan.budget.task_metric
+    if wanted is not None and wanted != evaluator.metric:
+        raise ConfigError(f"the accuracy budget is in {wanted} points but the evaluation data "
+                          + (f"is scored in {evaluator.metric}" if evaluator.metric else "has no ground truth"),
+                          "give evaluation data with labels or a truth file of that task, or budget the output cosine")
     calibrate = Calibrator(model, calibration, cfg, work_dir / "calibrations", cache_dir, quantize)
     scores = ScoreStore(cache_dir)
-    eval_digest = data_digest(evaluation, with_labels=True)
-    judges = {id(evaluator): eval_digest}
+
+    def judge_digest(judge: Evaluator) -> str:
+        return hashlib.sha256(f"{data_digest(judge.samples, with_labels=True)}|{judge.truth_digest()}".encode()).hexdigest()
+
+    judges = {id(evaluator): judge_digest(evaluator)}
     candidates: list[Candidate] = []
 
     def run(algo: str, skip: tuple[str, ...], purpose: str, judge: Evaluator) -> Candidate:
@@ -383,8 +399,8 @@ def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Sam
     if need_fallback or plan.always_analyse:
         ranker = evaluator
         if 0 < plan.sensitivity_samples < len(evaluation):
-            ranker = Evaluator.for_model(model, evaluation.spread(plan.sensitivity_samples))
-            judges[id(ranker)] = data_digest(ranker.samples, with_labels=True)
+            ranker = evaluator.spread(plan.sensitivity_samples)
+            judges[id(ranker)] = judge_digest(ranker)
         full = best.score if ranker is evaluator else run(best.algo, (), "sensitivity", ranker).score
         sensitivity = analyse(layers, lambda skip: run(best.algo, skip, "sensitivity", ranker).score, full, plan.method)
     if need_fallback:
@@ -401,8 +417,9 @@ def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Sam
         notes.append("candidates were chosen on the evaluation samples the parity gate also uses: "
                      "a held-out set gives an unbiased figure")
     final = calibrate(chosen.algo, chosen.skip, keep=True)
-    return QuantSearchResult(final.quantized, chosen, plan.budget, evaluator.reference_top1, layers, tuple(candidates),
-                             sensitivity, result_fallback, plan, len(evaluation), calibrate.calibrations, tuple(notes))
+    return QuantSearchResult(final.quantized, chosen, plan.budget, evaluator.reference_task, layers, tuple(candidates),
+                             sensitivity, result_fallback, plan, len(evaluation), calibrate.calibrations, tuple(notes),
+                             evaluator.metric)
 
 
 __all__ = ["SearchPlan", "Candidate", "QuantSearchResult", "Calibrator", "ScoreStore", "quantize_to_budget", "choose",

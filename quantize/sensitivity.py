@@ -13,6 +13,8 @@ and the unit tests drive it with a fake; `search.py` supplies the real one.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ import numpy as np
 
 from edgekit import parity
 from edgekit.artifacts import StaticModel
-from edgekit.data import Samples
+from edgekit.data import Samples, spread_indices
 from edgekit.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -87,94 +89,134 @@ class Score:
 
     cosine: float                  # worst output's mean per-sample cosine
     snr_db: float                  # worst output's SNR
-    top1: float | None = None      # % (first output), with labels
-    top1_drop: float | None = None  # points below the FP32 reference, with labels
+    task: float | None = None      # the task's primary metric in % (top-1, exact match, hmean, ...), with truth
+    task_drop: float | None = None  # points below the FP32 reference, with truth
 
     @property
     def error(self) -> float:
-        """Continuous error used for ranking layers (top-1 on a small sample moves in coarse steps)."""
+        """Continuous error used for ranking layers (a task metric on a small sample moves in coarse steps)."""
         return 1.0 - self.cosine
 
     def to_json(self) -> dict:
-        return {"cosine": self.cosine, "snr_db": self.snr_db, "top1": self.top1, "top1_drop": self.top1_drop}
+        return {"cosine": self.cosine, "snr_db": self.snr_db, "task": self.task, "task_drop": self.task_drop}
+
+
+COSINE_DROP = "cosine_drop"
+POINTS = "_drop_points"
 
 
 @dataclass(frozen=True)
 class Budget:
-    """`max_drop` in the task metric: top-1 points with labels, else 1 - output cosine."""
+    """`max_drop` in points of the task's primary metric with ground truth, else in output cosine (1 - cosine).
+
+    `metric` is "<task metric>_drop_points" (e.g. "top1_drop_points", "exact_match_drop_points"),
+    named as the tier-B parity check names it, or "cosine_drop".
+    """
 
     max_drop: float
-    metric: str                    # "top1_drop_points" or "cosine_drop"
+    metric: str
 
     def __post_init__(self) -> None:
-        if self.metric not in BUDGET_METRICS:
-            raise ConfigError(f"accuracy budget metric {self.metric!r} is unknown", f"use one of {', '.join(BUDGET_METRICS)}")
+        if self.metric != COSINE_DROP and not (self.metric.endswith(POINTS) and len(self.metric) > len(POINTS)):
+            raise ConfigError(f"accuracy budget metric {self.metric!r} is unknown",
+                              f"use {COSINE_DROP} or <task metric>{POINTS}, e.g. top1{POINTS}")
         if not math.isfinite(self.max_drop):     # negative is allowed, as in the parity gates: "must improve"
             raise ConfigError(f"--max-drop {self.max_drop!r} is not a number",
-                              "give top-1 points (e.g. 1.0) with labels, or a cosine drop (e.g. 0.01) without")
+                              "give task-metric points (e.g. 1.0) with ground truth, or a cosine drop (e.g. 0.01) without")
 
     @classmethod
-    def for_data(cls, max_drop: float, has_labels: bool) -> "Budget":
-        return cls(float(max_drop), "top1_drop_points" if has_labels else "cosine_drop")
+    def for_data(cls, max_drop: float, task_metric: str | None) -> "Budget":
+        """Points of `task_metric` (the task's primary metric) when the data has truth, else output cosine."""
+        return cls(float(max_drop), f"{task_metric}{POINTS}" if task_metric else COSINE_DROP)
+
+    @property
+    def task_metric(self) -> str | None:
+        return None if self.metric == COSINE_DROP else self.metric[:-len(POINTS)]
 
     def drop(self, score: Score) -> float:
-        return BUDGET_METRICS[self.metric](score)
+        if self.metric == COSINE_DROP:
+            return 1.0 - score.cosine
+        if score.task_drop is None:
+            raise ConfigError(f"a {self.task_metric} budget needs evaluation data with ground truth",
+                              "give labels or a truth file, or budget the output cosine")
+        return score.task_drop
 
     def holds(self, score: Score) -> bool:
         # the same comparisons as the tier-B parity gates, so a search that passes also passes parity
-        if self.metric == "cosine_drop":
+        if self.metric == COSINE_DROP:
             return score.cosine >= 1.0 - self.max_drop
         return self.drop(score) <= self.max_drop
 
     def describe(self) -> str:
-        unit = "top-1 points" if self.metric == "top1_drop_points" else "of output cosine"
+        unit = f"{self.task_metric} points" if self.task_metric else "of output cosine"
         return f"drop ≤ {self.max_drop:g} {unit}"
 
 
-def _top1_drop(score: Score) -> float:
-    if score.top1_drop is None:
-        raise ConfigError("a top-1 budget needs labelled evaluation data", "give labels, or budget the output cosine")
-    return score.top1_drop
-
-
-BUDGET_METRICS: dict[str, Callable[[Score], float]] = {
-    "top1_drop_points": _top1_drop,
-    "cosine_drop": lambda score: 1.0 - score.cosine,
-}
-
-
 class Evaluator:
-    """Scores quantised programs against FP32 reference outputs computed once."""
+    """Scores quantised programs against FP32 reference outputs computed once, and against the task's truth.
 
-    def __init__(self, reference: Sequence[np.ndarray], samples: Samples, runner=None) -> None:
+    With a task and its truth (one entry per sample) every score carries the task's
+    primary metric and its drop from the FP32 reference, computed as the parity stage
+    computes it; without, only output agreement.
+    """
+
+    def __init__(self, reference: Sequence[np.ndarray], samples: Samples, runner=None, task=None,
+                 truth: Sequence | None = None) -> None:
         self.reference = [np.asarray(r) for r in reference]
         self.samples = samples
         self._runner = runner
-        self.reference_top1 = parity.top1(self.reference[0], samples.labels) if samples.labels is not None else None
+        if (task is None) != (truth is None):
+            raise ValueError("an Evaluator needs both the task and its truth, or neither")
+        if truth is not None and len(truth) != len(samples):
+            raise ValueError(f"truth has {len(truth)} entries for {len(samples)} samples")
+        self.task, self.truth = task, (list(truth) if truth is not None else None)
+        self.reference_task = task.score(self.reference, self.truth) if task is not None else None
 
     @classmethod
-    def for_model(cls, static: StaticModel, samples: Samples, runner=None) -> "Evaluator":
+    def for_model(cls, static: StaticModel, samples: Samples, runner=None, task=None,
+                  truth: Sequence | None = None) -> "Evaluator":
         runner = runner or _static_runner
-        return cls(runner(static).run(samples.inputs), samples, runner)
+        return cls(runner(static).run(samples.inputs), samples, runner, task, truth)
 
     @property
-    def has_labels(self) -> bool:
-        return self.reference_top1 is not None
+    def has_truth(self) -> bool:
+        return self.task is not None
+
+    @property
+    def metric(self) -> str | None:
+        return self.task.primary if self.task is not None else None
+
+    def spread(self, n: int) -> "Evaluator":
+        """The same judge on `n` samples spread over the set (as `Samples.spread` picks them); no rerun of FP32."""
+        if n <= 0 or n >= len(self.samples):
+            return self
+        picks = spread_indices(len(self.samples), n)
+        truth = [self.truth[i] for i in picks] if self.truth is not None else None
+        return Evaluator([r[picks] for r in self.reference], self.samples.spread(n), self._runner, self.task, truth)
+
+    def truth_digest(self) -> str:
+        """Identifies the task and truth the scores depend on ("" without truth)."""
+        if self.task is None:
+            return ""
+        payload = {"kind": self.task.kind.value, "options": self.task.options(), "truth": self.task.truth_to_json(self.truth)}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
     def score_outputs(self, outputs: Sequence[np.ndarray]) -> Score:
         cosines, snrs = [], []
+        finite = True
         for ref, got in zip(self.reference, outputs):
             if not np.isfinite(got).all():
                 cosines.append(0.0)        # NaN/Inf from a quantised program: as bad as it gets
                 snrs.append(-math.inf)
+                finite = False
                 continue
             cosines.append(parity.cosine(ref, got))
             snrs.append(parity.snr_db(ref, got))
-        top1 = drop = None
-        if self.reference_top1 is not None:
-            top1 = parity.top1(outputs[0], self.samples.labels)
-            drop = self.reference_top1 - top1      # computed as the parity stage computes it
-        return Score(min(cosines), min(snrs), top1, drop)
+        value = drop = None
+        if self.task is not None:
+            value = self.task.score(outputs, self.truth) if finite else 0.0
+            drop = self.reference_task - value      # computed as the parity stage computes it
+        return Score(min(cosines), min(snrs), value, drop)
 
     def score(self, model: StaticModel) -> Score:
         runner = self._runner or _static_runner
@@ -305,4 +347,4 @@ def max_float_layers(layer_count: int, fraction: float) -> int:
 
 
 __all__ = ["QuantLayer", "quantizable_layers", "Score", "Budget", "Evaluator", "analyse", "rank", "LayerSensitivity",
-           "fallback", "Fallback", "Step", "max_float_layers", "SENSITIVITY_METHODS", "BUDGET_METRICS"]
+           "fallback", "Fallback", "Step", "max_float_layers", "SENSITIVITY_METHODS", "COSINE_DROP"]

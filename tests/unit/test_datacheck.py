@@ -1,6 +1,7 @@
 """Calibration data checks: each warning fires on the data it is for, with its numbers, and only there."""
 
 import numpy as np
+import pytest
 
 from edgekit.quantize.datacheck import check_calibration
 
@@ -29,3 +30,19 @@ def test_shifted_and_rescaled_calibration_data():
     assert any("channel" in w and "evaluation std apart" in w for w in found)
     found = check_calibration(_data(64, scale=1 / 255), _data(200, seed=1), used=64)
     assert any("ratio 0.00" in w for w in found)
+
+
+def test_calibration_batches_keep_the_sample_budget_for_fixed_batch_programs():
+    from edgekit.config import QuantConfig
+    from edgekit.errors import DataError
+    from edgekit.quantize.ptq import calibration_batches
+
+    cfg = QuantConfig(batch_size=16, batch_nums=8)                       # a budget of 128 samples
+    assert calibration_batches(500, cfg) == (16, 8)
+    assert calibration_batches(500, cfg, fixed_batch=1) == (1, 128)      # batch 1 fixed: 128 batches, not 8
+    assert calibration_batches(100, cfg) == (16, 6)                      # whole batches of what there is
+    assert calibration_batches(100, cfg, fixed_batch=3) == (3, 33)
+    with pytest.raises(DataError, match="at least 16"):
+        calibration_batches(12, cfg)
+    with pytest.raises(DataError, match="at least 8"):
+        calibration_batches(7, cfg, fixed_batch=1)

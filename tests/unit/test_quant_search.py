@@ -13,14 +13,15 @@ from edgekit.artifacts import QuantizedModel, StaticModel
 from edgekit.config import InputSpec, QuantConfig
 from edgekit.data import Samples
 from edgekit.errors import ConfigError
+from edgekit.tasks import make_task
 from edgekit.quantize.report import layer_rows, plot_sensitivity, render_markdown
 from edgekit.quantize.search import (Calibrator, Candidate, QuantSearchResult, ScoreStore, SearchPlan,
-                                     calibration_settings, cache_key, choose, data_digest)
+                                     calibration_settings, cache_key, choose, data_digest, quantize_to_budget)
 from edgekit.quantize.sensitivity import (Budget, Evaluator, QuantLayer, Score, analyse, fallback,
                                           max_float_layers, rank)
 
-COSINE = Budget.for_data(0.01, has_labels=False)
-TOP1 = Budget.for_data(1.0, has_labels=True)
+COSINE = Budget.for_data(0.01, None)
+TOP1 = Budget.for_data(1.0, "top1")
 
 
 def _layer(index: int, key: str, op: str = "conv2d", weights: int = 100) -> QuantLayer:
@@ -46,30 +47,63 @@ def test_budget_uses_the_parity_gates_comparisons():
     assert COSINE.holds(Score(0.99, 20.0)) and not COSINE.holds(Score(0.9899, 20.0))
     assert COSINE.drop(Score(0.97, 1.0)) == pytest.approx(0.03)
     assert TOP1.drop(Score(0.9, 1.0, 95.0, -0.5)) == -0.5
-    with pytest.raises(ConfigError, match="needs labelled"):
+    with pytest.raises(ConfigError, match="needs evaluation data with ground truth"):
         TOP1.drop(Score(0.99, 20.0))
     for bad in (float("nan"), float("inf")):
         with pytest.raises(ConfigError, match="max-drop"):
-            Budget.for_data(bad, True)
-    assert not Budget.for_data(-0.5, True).holds(Score(1.0, 99.0, 90.0, 0.0))    # a negative budget asks for a gain
-    with pytest.raises(ConfigError, match="metric"):
-        Budget(1.0, "top5")
+            Budget.for_data(bad, "top1")
+    assert not Budget.for_data(-0.5, "top1").holds(Score(1.0, 99.0, 90.0, 0.0))    # a negative budget asks for a gain
+    for bad in ("top5", "_drop_points", "cosine"):
+        with pytest.raises(ConfigError, match="metric"):
+            Budget(1.0, bad)
+    ocr = Budget.for_data(2.0, "exact_match")
+    assert ocr.metric == "exact_match_drop_points" and ocr.task_metric == "exact_match" and COSINE.task_metric is None
+    assert ocr.describe() == "drop ≤ 2 exact_match points" and ocr.holds(Score(0.9, 10.0, 98.0, 2.0))
 
 
 def test_evaluator_scores_against_the_reference():
     reference = [np.array([[3.0, 1.0, 0.0], [0.0, 2.0, 1.0], [1.0, 0.0, 4.0], [2.0, 1.0, 0.0]])]
     labels = np.array([0, 1, 2, 1])                       # the reference gets 3 of 4: 75 %
-    judge = Evaluator(reference, Samples({"x": np.zeros((4, 1))}, labels))
-    assert judge.reference_top1 == 75.0
+    judge = Evaluator(reference, Samples({"x": np.zeros((4, 1))}, labels), task=make_task("classification"), truth=labels)
+    assert judge.reference_task == 75.0 and judge.metric == "top1"
     same = judge.score_outputs(reference)
-    assert same.cosine == pytest.approx(1.0) and same.top1_drop == 0.0 and same.error == pytest.approx(0.0)
+    assert same.cosine == pytest.approx(1.0) and same.task_drop == 0.0 and same.error == pytest.approx(0.0)
     swapped = reference[0][:, [1, 0, 2]]                  # first two classes exchanged: 2 of 4 right
     worse = judge.score_outputs([swapped])
-    assert worse.top1 == 50.0 and worse.top1_drop == 25.0 and worse.cosine < 0.9
+    assert worse.task == 50.0 and worse.task_drop == 25.0 and worse.cosine < 0.9
     nan = judge.score_outputs([np.full_like(reference[0], np.nan)])
-    assert nan.cosine == 0.0 and nan.snr_db == -np.inf
+    assert nan.cosine == 0.0 and nan.snr_db == -np.inf and nan.task == 0.0
     unlabelled = Evaluator(reference, Samples({"x": np.zeros((4, 1))}))
-    assert not unlabelled.has_labels and unlabelled.score_outputs([swapped]).top1 is None
+    assert not unlabelled.has_truth and unlabelled.score_outputs([swapped]).task is None
+    assert unlabelled.truth_digest() == "" and judge.truth_digest() != Evaluator(
+        reference, judge.samples, task=make_task("classification"), truth=[0, 1, 2, 2]).truth_digest()
+    with pytest.raises(ValueError, match="both"):
+        Evaluator(reference, judge.samples, truth=labels)
+
+
+def test_evaluator_spread_keeps_samples_reference_and_truth_aligned():
+    reference = [np.eye(5)[[0, 1, 2, 3, 4, 0, 1, 2, 3, 4]] * 3.0]
+    labels = np.array([0, 1, 2, 3, 4, 0, 1, 2, 3, 0])       # the last one is wrong
+    samples = Samples({"x": np.arange(10, dtype=np.float32)[:, None]}, labels)
+    judge = Evaluator(reference, samples, task=make_task("classification"), truth=labels)
+    part = judge.spread(4)
+    picks = [int(i) for i in part.samples.inputs["x"][:, 0]]
+    assert picks == [0, 3, 6, 9] and list(part.truth) == [labels[i] for i in picks]
+    assert np.array_equal(part.reference[0], reference[0][picks]) and part.reference_task == 75.0
+    assert judge.spread(0) is judge and judge.spread(10) is judge
+
+
+def test_evaluator_scores_ocr_recognition_in_exact_match():
+    """A recogniser's budget is in exact-match points: one line read wrong out of two is 50 points."""
+    task = make_task("ocr_rec", {"dictionary": ["a", "b"], "use_space_char": False})
+    blank, a, b = np.eye(3) * 0.8 + 0.1 / 1.0
+    reference = [np.stack([[a, blank, b, blank], [b, blank, blank, blank]])]      # "ab", "b"
+    judge = Evaluator(reference, Samples({"x": np.zeros((2, 1))}), task=task, truth=["ab", "b"])
+    assert judge.metric == "exact_match" and judge.reference_task == 100.0
+    misread = [np.stack([[a, blank, a, blank], [b, blank, blank, blank]])]         # "aa", "b"
+    score = judge.score_outputs(misread)
+    assert score.task == 50.0 and score.task_drop == 50.0 and 0.5 < score.cosine < 1.0
+    assert not Budget.for_data(2.0, "exact_match").holds(score)
 
 
 # ---------------------------------------------------------------- ranking and analysis
@@ -247,6 +281,36 @@ def test_calibrator_memoises_on_disk_and_keeps_the_chosen_model(tmp_path):
     assert not list(cache.glob(".tmp-*")) and not list((tmp_path / "scratch2").glob(".tmp-*"))
 
 
+def test_search_is_scored_in_the_task_metric_not_the_cosine(tmp_path, monkeypatch):
+    """avg keeps the outputs closer (cosine) but flips a class; hist is noisier but reads every sample right:
+    with a top-1 budget the search must keep hist, and a budget in another metric than the data's is refused."""
+    reference = np.array([[2.0, 1.0, 0.0], [0.0, 2.0, 1.0], [1.0, 0.0, 2.0], [2.0, 1.9, 0.0]])
+    labels = np.array([0, 1, 2, 0])
+    outputs = {"avg": reference + np.array([[0, 0, 0], [0, 0, 0], [0, 0, 0], [-0.1, 0.1, 0]]),
+               "hist": reference * 1.3 + np.array([[0, 0.3, 0.3], [0.3, 0, 0.3], [0.3, 0.3, 0], [0.2, 0, 0.5]])}
+
+    class Runner:
+        def __init__(self, model):
+            self.algo = model.model_file.read_bytes().decode().split("|")[0]
+
+        def run(self, inputs):
+            return [outputs[self.algo]]
+
+    monkeypatch.setattr("edgekit.quantize.search.quantizable_layers", lambda model: ())     # the fake model has no program
+    samples = Samples({"x": np.zeros((4, 4), np.float32)}, labels)
+    judge = Evaluator([reference], samples, Runner, make_task("classification"), labels)
+    runs: list = []
+    result = quantize_to_budget(_model(tmp_path), samples, samples, QuantConfig(), SearchPlan(TOP1, ("avg", "hist"), fallback=False),
+                                tmp_path / "work", quantize=_fake_quantize(runs), evaluator=judge)
+    by_algo = {c.algo: c.score for c in result.candidates}
+    assert by_algo["avg"].cosine > by_algo["hist"].cosine and by_algo["avg"].task_drop == 25.0
+    assert result.chosen.algo == "hist" and result.holds and result.reference_task == 100.0
+    assert result.task_metric == "top1" and "top1 100.00 %" in "\n".join(result.lines())
+    with pytest.raises(ConfigError, match="exact_match points but the evaluation data is scored in top1"):
+        quantize_to_budget(_model(tmp_path), samples, samples, QuantConfig(), SearchPlan(Budget.for_data(2.0, "exact_match")),
+                           tmp_path / "work2", quantize=_fake_quantize(runs), evaluator=judge)
+
+
 def test_score_store_round_trip(tmp_path):
     store = ScoreStore(tmp_path)
     score = Score(0.995, 23.5, 97.5, -0.25)
@@ -283,7 +347,7 @@ def test_report_table_and_sizes():
     assert "| 1 | `conv2d_1.w_0` | conv2d | 576 |  | 1 | 0.2 | 0.800000 | 30.00 | float |" in text
     assert "| 0 | algorithm | avg | — | 20 | 70.00 | 0.850000 | 8.0 | 200 | no | no |" in text
     assert "final model.nb: 40.0 KiB" in text and "0.2 KiB int8 + 2.2 KiB float" in text
-    assert "meets the budget" in text and "FP32 reference top-1: 90.00 %" in text
+    assert "meets the budget" in text and "FP32 reference top1: 90.00 %" in text
     assert result.to_json()["float_layers"] == ["conv2d_1.w_0"]
     lines = result.lines()
     assert any(line.startswith("  ✗ algorithm avg") for line in lines)
