@@ -15,7 +15,7 @@ For each of PP-OCRv4 mobile det, rec and the mobile v2.0 direction classifier
 the task metrics (det hmean, rec exact-match / character accuracy, cls accuracy),
 how many samples give the same readable result as ONNX Runtime, the output
 agreement, and the arm64 `.nb` sizes of fp32 and int8 builds. Figures only:
-nothing is asserted. Takes ~15 minutes on 2 cores for the default sets.
+nothing is asserted. Takes ~20 minutes on 2 cores for the default sets.
 """
 
 from __future__ import annotations

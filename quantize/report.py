@@ -1,8 +1,8 @@
 """The quantisation report: a Markdown file and a PNG of per-layer sensitivity.
 
 `quant_report.md` holds the budget and the verdict, the per-layer table (name,
-op type, measured error, int8 or float), every candidate tried with its accuracy,
-and the sizes; `sensitivity.png` plots the per-layer ranking with the float
+op type, measured error, int8 or float), what each float layer costs, every
+candidate tried with its accuracy, and the sizes; `sensitivity.png` plots the per-layer ranking with the float
 layers marked. Both are deterministic for the same search result.
 """
 
@@ -85,6 +85,16 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
         out.append(f"| {i} | `{row['name']}` | {row['op_type']} | {row['weights']} | {row['source']} | "
                    f"{_num(row['rank'], 'd')} | {_num(row['value'])} | {_num(row['cosine'], '.6f')} | "
                    f"{_num(row['task_drop'], '.2f')} | {row['precision']} |")
+
+    costs = result.float_costs()
+    if costs:
+        out += ["", "## What each float layer costs", "",
+                "Extra weight bytes over int8, and the drop measured with only that layer put back into int8 "
+                "(the fallback's prune pass; — where no such candidate ran: the layer the budget needed last).", "",
+                f"| layer | op | weights | extra bytes | drop if int8 | {metric} % if int8 |", "|---|---|---|---|---|---|"]
+        for cost in costs:
+            out.append(f"| `{cost['name']}` | {cost['op_type']} | {cost['weights']} | {cost['extra_bytes']} | "
+                       f"{_num(cost['drop_if_int8'])} | {_num(cost['task_if_int8'], '.2f')} |")
 
     out += ["", "## Candidates tried", "",
             f"| # | stage | algorithm | float layers | drop | {metric} % | cosine | SNR dB | samples | meets | cached |",

@@ -292,6 +292,20 @@ class QuantSearchResult:
         total = sum(layer.weight_elements for layer in self.layers)
         return {"int8": total - floated, "float": 4 * floated, "all_fp32": 4 * total}
 
+    def float_costs(self) -> list[dict]:
+        """What each float layer costs and buys: its extra weight bytes over int8, and the budget drop measured
+        with only that layer returned to int8 (the fallback's prune pass; None where no such candidate ran)."""
+        full = [c for c in self.candidates if c.algo == self.chosen.algo and c.samples == self.evaluation_samples]
+        costs = []
+        for layer in self.float_layers:
+            without = set(self.chosen.skip) - {layer.key}
+            measured = next((c for c in full if set(c.skip) == without), None)
+            costs.append({"name": layer.name, "op_type": layer.op_type, "weights": layer.weight_elements,
+                          "extra_bytes": 3 * layer.weight_elements,        # fp32 (4 bytes) instead of int8 (1 byte)
+                          "drop_if_int8": self.budget.drop(measured.score) if measured else None,
+                          "task_if_int8": measured.score.task if measured else None})
+        return costs
+
     def lines(self, with_notes: bool = True) -> list[str]:
         drop = self.budget.drop
         out = [f"int8 search ({self.budget.describe()}, {self.evaluation_samples} evaluation samples, "
@@ -329,6 +343,7 @@ class QuantSearchResult:
             "budget": {"metric": self.budget.metric, "max_drop": self.budget.max_drop},
             "holds": self.holds, "algo": self.chosen.algo, "float_layers": list(self.chosen.skip),
             "drop": self.budget.drop(self.chosen.score), "score": self.chosen.score.to_json(),
+            "float_costs": self.float_costs(),
             "task_metric": self.task_metric, "reference_task": self.reference_task,
             "evaluation_samples": self.evaluation_samples,
             "calibrations": self.calibrations, "weight_bytes": self.weight_bytes(),

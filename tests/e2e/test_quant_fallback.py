@@ -132,6 +132,11 @@ def test_fallback_keeps_exactly_the_outlier_layer_in_float(setup, tmp_path):
     row = next(line for line in text.splitlines() if f"`{sensitive.key}`" in line and "| 1 |" in line)
     assert row.rstrip().endswith("| float |")
     assert sum(1 for line in text.splitlines() if line.rstrip().endswith("| int8 |")) == len(layers) - 1
+    # what keeping it float buys: back in int8 it is the whole-model candidate that missed the budget
+    (cost,) = result.float_costs()
+    assert cost["name"] == sensitive.key and cost["extra_bytes"] == 3 * sensitive.weight_elements
+    assert cost["drop_if_int8"] == pytest.approx(1.0 - result.candidates[0].score.cosine) and cost["drop_if_int8"] > 0.01
+    assert "## What each float layer costs" in text and f"| `{sensitive.key}` | conv2d |" in text
     png = written["plot"].read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(png[16:20], "big") == 750   # 7.5 in at 100 dpi
 

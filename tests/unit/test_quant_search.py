@@ -349,6 +349,10 @@ def test_report_table_and_sizes():
     assert "final model.nb: 40.0 KiB" in text and "0.2 KiB int8 + 2.2 KiB float" in text
     assert "meets the budget" in text and "FP32 reference top1: 90.00 %" in text
     assert result.to_json()["float_layers"] == ["conv2d_1.w_0"]
+    # the one float layer: 3 extra bytes per weight; put back into int8 it is the whole-model candidate (drop 20)
+    assert result.float_costs() == [{"name": "conv2d_1.w_0", "op_type": "conv2d", "weights": 576, "extra_bytes": 1728,
+                                     "drop_if_int8": 20.0, "task_if_int8": 70.0}]
+    assert "| `conv2d_1.w_0` | conv2d | 576 | 1728 | 20 | 70.00 |" in text
     lines = result.lines()
     assert any(line.startswith("  ✗ algorithm avg") for line in lines)
     assert any("chosen: avg, layers kept in float: conv2d_1.w_0 (conv2d)" in line for line in lines)
