@@ -96,7 +96,7 @@ def test_evaluator_spread_keeps_samples_reference_and_truth_aligned():
 def test_evaluator_scores_ocr_recognition_in_exact_match():
     """A recogniser's budget is in exact-match points: one line read wrong out of two is 50 points."""
     task = make_task("ocr_rec", {"dictionary": ["a", "b"], "use_space_char": False})
-    blank, a, b = np.eye(3) * 0.8 + 0.1 / 1.0
+    blank, a, b = np.eye(3) * 0.8 + 0.1                 # one-hot-ish scores over blank, a, b
     reference = [np.stack([[a, blank, b, blank], [b, blank, blank, blank]])]      # "ab", "b"
     judge = Evaluator(reference, Samples({"x": np.zeros((2, 1))}), task=task, truth=["ab", "b"])
     assert judge.metric == "exact_match" and judge.reference_task == 100.0
