@@ -30,12 +30,14 @@ def int8_budget(cfg: BuildConfig, metric: str) -> float:
 
 
 def host_parity(cfg: BuildConfig, static: StaticModel, quantized: QuantizedModel | None, twin_file: Path,
-            evaluation: Samples, lite_runner, task=None, truth=None) -> parity.ParityReport:
+            evaluation: Samples, lite_runner, task=None, truth=None, reference=None) -> parity.ParityReport:
+    """`reference`: the FP32 outputs of `static` on `evaluation` when already computed (the int8 search runs them)."""
     from .export import StaticRunner
 
     gates = cfg.gates
     report = parity.ParityReport(samples=len(evaluation))
-    reference = StaticRunner(static).run(evaluation.inputs)
+    if reference is None:
+        reference = StaticRunner(static).run(evaluation.inputs)
     for name, arr in zip(static.fetches, reference):
         if not np.isfinite(arr).all():
             raise parity.ParityError(f"the FP32 reference output {name!r} contains NaN or Inf",

@@ -191,10 +191,11 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
 
     quantized: QuantizedModel | None = None
     search = None
+    reference = None           # FP32 outputs on the evaluation samples, when the int8 search already ran them
     data_warnings: list[str] = []
     if cfg.precision is Precision.int8:
         from .quantize.search import SearchPlan, quantize_to_budget
-        from .quantize.sensitivity import Budget
+        from .quantize.sensitivity import Budget, Evaluator
 
         with run.stage("quantize"):
             (run.work / "quant").mkdir()
@@ -204,9 +205,10 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
                               q.search_algos or (q.algo,), q.fallback, q.max_float_fraction, q.sensitivity_method,
                               q.sensitivity_samples, q.analyse_layers)
             # a miss still hands on the best found: tier B (the same budget) then fails with exit 9 and the table
+            judge = Evaluator.for_model(static, evaluation, task=task if truth is not None else None, truth=truth)
             search = quantize_to_budget(static, calibration, evaluation, q, plan, run.work / "quant", q.cache_dir,
-                                        task=task if truth is not None else None, truth=truth)
-            quantized = search.quantized
+                                        evaluator=judge)
+            quantized, reference = search.quantized, judge.reference
             from .quantize.datacheck import check_calibration
 
             data_warnings = check_calibration(calibration.inputs, evaluation.inputs if cfg.data.evaluation else None,
@@ -246,7 +248,7 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
             twin_file = twin.nb_file
 
     with run.stage("parity"):
-        report = host_parity(cfg, static, quantized, twin_file, evaluation, LiteRunner, task, truth)
+        report = host_parity(cfg, static, quantized, twin_file, evaluation, LiteRunner, task, truth, reference)
         if search is not None and not search.holds:
             report.notes.extend(line.strip() for line in search.lines(with_notes=False))
         report.notes.extend(f"calibration data: {w}" for w in data_warnings)
@@ -279,10 +281,7 @@ def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
             manifest["quantization"]["search"] = search.to_json()
             manifest["quantization"]["data_checks"] = data_warnings
         if pruned is not None:
-            key = f"bundle {cfg.target.value} {cfg.precision.value}"
-            header = lite_stage.read_header(device.nb_file)
-            pruned.report.nb_bytes[key] = header.file_bytes
-            pruned.report.nb_parts[key] = {"graph": header.program_bytes, "weights": header.params_bytes}
+            pruned.report.record_nb(f"bundle {cfg.target.value} {cfg.precision.value}", lite_stage.read_header(device.nb_file))
             if quantized is not None and cfg.precision is Precision.int8 and pruned.unpruned is not None:
                 _unpruned_int8_size(cfg, run, pruned, calibration, quantized.algo)
             (staging / "prune.txt").write_text("\n".join(pruned.report.lines()) + "\n", encoding="utf-8")
@@ -316,10 +315,7 @@ def _unpruned_int8_size(cfg: BuildConfig, run: _Run, pruned, calibration: Sample
     base = quantize_int8(pruned.unpruned, calibration, replace(cfg.quant, algo=algo), folder)
     nb = lite_stage.convert(base.model, TARGETS[cfg.target].opt_places, folder / "model.nb", timeout=cfg.tool_timeout,
                             target=cfg.target.value, precision="int8")
-    header = lite_stage.read_header(nb.nb_file)
-    key = f"unpruned {cfg.target.value} int8"
-    pruned.report.nb_bytes[key] = header.file_bytes
-    pruned.report.nb_parts[key] = {"graph": header.program_bytes, "weights": header.params_bytes}
+    pruned.report.record_nb(f"unpruned {cfg.target.value} int8", lite_stage.read_header(nb.nb_file))
 
 
 def _task_and_truth(cfg: BuildConfig, evaluation: Samples):

@@ -35,6 +35,11 @@ class PruneReport:
     checks: list[parity.Check] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    def record_nb(self, key: str, header) -> None:
+        """One `.nb` in the size comparison, from its header (`edgekit.lite.read_header`)."""
+        self.nb_bytes[key] = header.file_bytes
+        self.nb_parts[key] = {"graph": header.program_bytes, "weights": header.params_bytes}
+
     @property
     def flops_reduction(self) -> float:
         return 1.0 - self.flops["after"] / self.flops["before"] if self.flops.get("before") else 0.0

@@ -47,22 +47,14 @@ def prune_model(cfg: BuildConfig, prune_cfg: PruneConfig, work: Path) -> PrunedM
     return prune_inference_model(static, prune_cfg, work, evaluation_samples(cfg, static.feeds))
 
 
-def _parts(nb_file: Path) -> dict:
-    from edgekit.lite import read_header
-
-    header = read_header(nb_file)
-    return {"graph": header.program_bytes, "weights": header.params_bytes}
-
-
 def measure_nb(pruned: PrunedModel, work: Path, timeout: float) -> None:
     """The ARM fp32 .nb size before and after, into the report (opt runs in its child process)."""
-    from edgekit.lite import convert
+    from edgekit.lite import convert, read_header
 
     for name, model in (("unpruned", pruned.unpruned), ("pruned", pruned.model)):
         if model is not None:
             lite = convert(model, "arm", work / f"{name}.nb", timeout=timeout, target="arm64", precision="fp32")
-            pruned.report.nb_bytes[name] = lite.nb_file.stat().st_size
-            pruned.report.nb_parts[name] = _parts(lite.nb_file)
+            pruned.report.record_nb(name, read_header(lite.nb_file))
 
 
 def prune_to_folder(cfg: BuildConfig, prune_cfg: PruneConfig) -> tuple[Path, PrunedModel]:

@@ -364,14 +364,14 @@ def choose(candidates: Sequence[Candidate], budget: Budget) -> Candidate:
 
 def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: QuantConfig,
                        plan: SearchPlan, work_dir: Path, cache_dir: Path | None = None,
-                       quantize: Quantize = ptq.quantize_int8, evaluator: Evaluator | None = None,
-                       task=None, truth=None) -> QuantSearchResult:
+                       quantize: Quantize = ptq.quantize_int8, evaluator: Evaluator | None = None) -> QuantSearchResult:
     """INT8 of `model` that meets `plan.budget` on `evaluation`, or the best found (check `.holds`).
 
-    With `task` and `truth` (one entry per evaluation sample) candidates are scored in the
-    task's primary metric, which a points budget needs; the budget's metric must be that one.
+    `evaluator` (default: output agreement with `model` on `evaluation`) judges candidates; one
+    made with the task and its truth scores them in the task's primary metric, which a points
+    budget needs, and the budget's metric must be that one.
     """
-    evaluator = evaluator or Evaluator.for_model(model, evaluation, task=task, truth=truth)
+    evaluator = evaluator or Evaluator.for_model(model, evaluation)
     wanted = plan.budget.task_metric
     if wanted is not None and wanted != evaluator.metric:
         raise ConfigError(f"the accuracy budget is in {wanted} points but the evaluation data "
