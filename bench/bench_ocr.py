@@ -137,7 +137,7 @@ def bench_role(role: str, data: Path, work: Path, cfg_flags: dict) -> dict:
             nb["x86_twin_bytes"] = manifest["host_twin"]["bytes"]
             twin_file = result.bundle.path / manifest["host_twin"]["file"]
             start = time.monotonic()
-            twin_out = LiteRunner(twin_file, static.feed_names).run({feed: x}, len(x))
+            twin_out = LiteRunner(twin_file, static.feed_names).run({feed: x})
             seconds["x86_twin"] = round(time.monotonic() - start, 2)
             metrics["x86_twin"] = task.evaluate(twin_out, truth.values)
             agreement["x86_twin_vs_onnxruntime"] = _agreement(task, reference, reference_readable, twin_out)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from . import atomic
 from .artifacts import sha256_file
 from .errors import BundleError
 
@@ -61,21 +60,9 @@ def finalize(staging: Path, destination: Path, manifest: dict) -> Bundle:
     """Write the manifest, then move the staged folder into place in one rename."""
     manifest = dict(manifest, schema=SCHEMA, files=file_table(staging))
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    destination.parent.mkdir(parents=True, exist_ok=True)
     if destination.exists() and not destination.is_dir():
         raise BundleError(f"{destination} exists and is not a bundle folder", "move that file away or pick another --out")
-    old = None
-    if destination.exists():
-        old = destination.with_name(destination.name + f".old-{os.getpid()}")
-        destination.replace(old)
-    try:
-        staging.replace(destination)
-    except OSError:
-        if old is not None:
-            old.replace(destination)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    atomic.publish_dir(staging, destination)
     return Bundle(destination, manifest)
 
 

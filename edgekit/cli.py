@@ -15,21 +15,72 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from .errors import EdgekitError
-from .tables import PRECISIONS, TARGETS, Precision, Target
+from .tables import CPU_PROFILES, PRECISIONS, TARGETS, Precision, Target
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+
+class _Edgekit(TyperGroup):
+    """Maps edgekit's errors to one line plus a fix and the error's exit code, once for every command."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except EdgekitError as error:
+            if os.environ.get("EDGEKIT_DEBUG") == "1":
+                raise
+            _fail(error)
+
+
+app = typer.Typer(cls=_Edgekit, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None,
                   help="Build verified Paddle-Lite .nb bundles for ARM phones and boards from Paddle models.")
 
 TARGET_HELP = "Device target: " + "; ".join(f"{t.value} = {i.note}" for t, i in TARGETS.items()) + "."
 QUANT_HELP = "Precision: " + "; ".join(f"{p.value} = {i.tradeoff}" for p, i in PRECISIONS.items()) + "."
-PRUNE_HELP = ("Prune conv filters (PaddleSlim): a ratio of every prunable conv (0.3), a target with per-layer ratios "
-              "chosen (flops:50%, params:40%), or per-layer ratios (features.0=0.5,features.4=0.3).")
-FINETUNE_HELP = "Fine-tune hook for a pruned factory model: package.module:function, called as function(model, epochs)."
+CPU_HELP = ("CPU profile for tier C (which INT8 kernels Paddle-Lite picks): "
+            + "; ".join(f"{name} = {p.note}" for name, p in CPU_PROFILES.items()) + ". Default default; EDGEKIT_CPU.")
+
+# Options shared by several commands: defined once, so their names and help stay the same everywhere.
+ModelOpt = Annotated[Optional[str], typer.Option(
+    "--model", "-m", help="Model: a .pdmodel file, a folder holding an exported inference model, an .onnx file (converted "
+    "with X2Paddle, checked against ONNX Runtime), or package.module:factory returning a paddle.nn.Layer. "
+    "Default: [model] of --config, else ./edgekit.toml, else the bundled digits example.")]
+ConfigOpt = Annotated[Optional[Path], typer.Option(
+    "--config", "-c", help="edgekit.toml with [model], [data], [preprocess], [build], [quantize], [parity], [prune], "
+    "[task], [emulation]; flags override it.")]
+WeightsOpt = Annotated[Optional[Path], typer.Option("--weights", help="A .pdparams state dict for a factory model.")]
+ParamsOpt = Annotated[Optional[Path], typer.Option(
+    "--params", help="The .pdiparams of an exported model, when not beside it.")]
+InputsOpt = Annotated[List[str], typer.Option(
+    "--input", "-i", help="Input spec name:shape[:dtype], e.g. image:-1x3x224x224:float32 (-1 = dynamic). Required for "
+    "factory models; for exported models fixes dynamic dims; for .onnx models use the ONNX input names (the sizes are "
+    "written into the model).")]
+EvalOpt = Annotated[Optional[Path], typer.Option(
+    "--eval", help="Evaluation data: an image folder (class sub-folders named as in --labels give labels) or .npz with "
+    "optional 'labels'; a truth file beside it (<name>.truth.json / truth.json) gives OCR ground truth. build: default "
+    "the calibration data (optimistic for int8: it was calibrated on it).")]
+LabelsOpt = Annotated[Optional[Path], typer.Option("--labels", help="Class names, one per line (order = class index).")]
+NameOpt = Annotated[Optional[str], typer.Option("--name", help="Model name used for the output folder.")]
+OutOpt = Annotated[Optional[Path], typer.Option(
+    "--out", "-o", help="Output root: build writes OUT/<name>/<target>-<quant>/, prune OUT/<name>/pruned/. Default ./build.")]
+PruneOpt = Annotated[Optional[str], typer.Option(
+    "--prune", help="Prune conv filters (PaddleSlim): a ratio of every prunable conv (0.3), a target with per-layer "
+    "ratios chosen (flops:50%, params:40%), or per-layer ratios (features.0=0.5,features.4=0.3). build: default none.")]
+FinetuneOpt = Annotated[Optional[str], typer.Option(
+    "--finetune", help="Fine-tune hook for a pruned factory model: package.module:function, called as "
+    "function(model, epochs).")]
+EpochsOpt = Annotated[Optional[int], typer.Option("--epochs", help="Fine-tuning epochs passed to the hook. Default 3.")]
+VerboseOpt = Annotated[int, typer.Option("--verbose", "-v", count=True, help="More log output (-vv for Paddle's own).")]
+LiteArmOpt = Annotated[Optional[Path], typer.Option(
+    "--lite-arm", help="Paddle-Lite's ARM Linux runtime for tier C: the folder holding inference_lite_lib.armlinux.armv8 "
+    "(and .armv7hf), as in the official release archives, of the opt's version. Default EDGEKIT_LITE_ARM, "
+    "[emulation] runtime.")]
+CpuOpt = Annotated[Optional[str], typer.Option("--cpu", help=CPU_HELP)]
 
 
 def _exit_on_sigterm() -> None:
@@ -58,88 +109,80 @@ def _fail(error: EdgekitError) -> None:
     raise typer.Exit(error.exit_code)
 
 
-def _guarded(fn):
-    """Map edgekit errors to one-line messages; tracebacks only with EDGEKIT_DEBUG=1."""
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except EdgekitError as error:
-            if os.environ.get("EDGEKIT_DEBUG") == "1":
-                raise
-            _fail(error)
-    wrapper.__name__ = fn.__name__
-    wrapper.__doc__ = fn.__doc__
-    wrapper.__wrapped__ = fn
-    return wrapper
+def _resolve(config: Optional[Path], inputs: List[str], **flags):
+    """One config from the flags the user gave (None = not given), over edgekit.toml and the environment."""
+    from .config import InputSpec, resolve
+
+    flags["inputs"] = tuple(InputSpec.parse(i) for i in inputs) or None
+    return resolve(config, flags)
+
+
+def _start_toolchain() -> None:
+    import paddle  # noqa: F401  (paddle installs its own SIGTERM handler on import: ours must come after)
+
+    _exit_on_sigterm()
 
 
 @app.command()
 def build(
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Model: a .pdmodel file, a folder holding an exported "
-                                        "inference model, an .onnx file (converted with X2Paddle, checked against ONNX Runtime), "
-                                        "or package.module:factory returning a paddle.nn.Layer. "
-                                        "Default: [model] of --config, else ./edgekit.toml, else the bundled digits example."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="edgekit.toml with [model], [data], [preprocess], "
-                                          "[build], [quantize], [parity], [prune], [task]; flags override it."),
+    model: ModelOpt = None,
+    config: ConfigOpt = None,
     target: Optional[Target] = typer.Option(None, "--target", "-t", help=TARGET_HELP + " Default arm64."),
     quant: Optional[Precision] = typer.Option(None, "--quant", "-q", help=QUANT_HELP + " Default fp32."),
-    weights: Optional[Path] = typer.Option(None, "--weights", help="A .pdparams state dict for a factory model."),
-    params: Optional[Path] = typer.Option(None, "--params", help="The .pdiparams of an exported model, when not beside it."),
-    inputs: List[str] = typer.Option([], "--input", "-i", help="Input spec name:shape[:dtype], e.g. image:-1x3x224x224:float32 "
-                                     "(-1 = dynamic). Required for factory models; for exported models fixes dynamic dims; "
-                                     "for .onnx models use the ONNX input names (the sizes are written into the model)."),
+    weights: WeightsOpt = None,
+    params: ParamsOpt = None,
+    inputs: InputsOpt = [],
     calib: Optional[Path] = typer.Option(None, "--calib", help="Calibration data for int8: an image folder (uses [preprocess]) or .npz/.npy."),
-    eval_data: Optional[Path] = typer.Option(None, "--eval", help="Evaluation data for parity: image folder (class sub-folders "
-                                             "named as in --labels give labels) or .npz with optional 'labels'. Default: the "
-                                             "calibration data (optimistic for int8: it was calibrated on it)."),
-    labels: Optional[Path] = typer.Option(None, "--labels", help="Class names, one per line (order = class index)."),
+    eval_data: EvalOpt = None,
+    labels: LabelsOpt = None,
     algo: Optional[str] = typer.Option(None, "--algo", help="Calibration algorithm for int8: avg, abs_max, hist, mse, KL, emd. Default avg."),
     search_algos: Optional[str] = typer.Option(None, "--search-algos", help="Calibration algorithms to try for int8, comma-separated "
                                                "(e.g. avg,hist,mse,KL); the best that meets the budget wins. Default: only --algo."),
-    max_drop: Optional[float] = typer.Option(None, "--max-drop", help="INT8 accuracy budget: points of the task metric (top-1, OCR exact match, ...) with ground truth, else 1 - output "
+    max_drop: Optional[float] = typer.Option(None, "--max-drop", help="Accuracy budget of a reduced precision (tiers B and C, and the int8 search): "
+                                             "points of the task metric (top-1, OCR exact match, ...) with ground truth, else 1 - output "
                                              "cosine. The most sensitive layers stay in float until it holds; if it cannot, the "
                                              "build fails (exit 9) showing the best found. Default: the [parity] int8 gate."),
     no_fallback: bool = typer.Option(False, "--no-fallback", help="Never keep layers in float: whole-model int8 or fail."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Calibration cache. Default $XDG_CACHE_HOME/edgekit/calibration "
-                                             "(~/.cache/...); EDGEKIT_CACHE_DIR."),
-    no_cache: bool = typer.Option(False, "--no-cache", help="Calibrate everything again and keep nothing."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache of calibrations and tier-C results. Default "
+                                             "$XDG_CACHE_HOME/edgekit/calibration (~/.cache/...); EDGEKIT_CACHE_DIR."),
+    no_cache: bool = typer.Option(False, "--no-cache", help="Calibrate and emulate everything again and keep nothing."),
     task: Optional[str] = typer.Option(None, "--task", help="Task metric: classification, ocr_det, ocr_rec, ocr_cls. Default: "
                                        "the evaluation data's truth file (<name>.truth.json / truth.json), else top-1 with labels."),
-    name: Optional[str] = typer.Option(None, "--name", help="Model name used for the bundle folder."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output root; the bundle goes to OUT/<name>/<target>-<quant>/. Default ./build."),
-    prune: Optional[str] = typer.Option(None, "--prune", help=PRUNE_HELP + " Default: no pruning."),
-    finetune: Optional[str] = typer.Option(None, "--finetune", help=FINETUNE_HELP),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="Fine-tuning epochs passed to the hook. Default 3."),
-    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output (-vv for Paddle's own)."),
+    lite_arm: LiteArmOpt = None,
+    cpu: CpuOpt = None,
+    no_emulation: bool = typer.Option(False, "--no-emulation", help="Skip tier C (the ARM .nb under emulation); the report says so."),
+    name: NameOpt = None,
+    out: OutOpt = None,
+    prune: PruneOpt = None,
+    finetune: FinetuneOpt = None,
+    epochs: EpochsOpt = None,
+    verbose: VerboseOpt = 0,
     quiet: bool = typer.Option(False, "--quiet", help="Only the result and errors."),
 ) -> None:
-    """Export, (prune,) quantise, convert to .nb, verify parity on the host, and write the bundle."""
+    """Export, (prune,) quantise, convert to .nb, verify parity on the host (tiers A, B, C), and write the bundle."""
     _setup_logging(verbose, quiet)
-    search = {"search_algos": search_algos, "max_drop": max_drop, "fallback": False if no_fallback else None,
-              "cache_dir": "off" if no_cache else cache_dir, "prune": prune, "finetune": finetune, "epochs": epochs,
-              "task_kind": task}
-    _guarded(_build)(model, config, target, quant, weights, params, inputs, calib, eval_data, labels, algo, name, out, quiet,
-                     search)
-
-
-def _build(model, config, target, quant, weights, params, inputs, calib, eval_data, labels, algo, name, out, quiet,
-           search) -> None:
-    from .config import InputSpec, resolve
-
-    flags = {
-        "model": model, "target": target.value if target else None, "precision": quant.value if quant else None,
-        "weights": weights, "params_file": params, "inputs": tuple(InputSpec.parse(i) for i in inputs) or None,
-        "calibration": calib, "evaluation": eval_data, "labels": labels, "algo": algo, "name": name, "out_dir": out,
-        **search,
-    }
-    cfg = resolve(config, flags)
-    import paddle  # noqa: F401  (paddle installs its own SIGTERM handler on import: ours must come after)
-
+    cfg = _resolve(config, inputs, model=model, target=target.value if target else None,
+                   precision=quant.value if quant else None, weights=weights, params_file=params, calibration=calib,
+                   evaluation=eval_data, labels=labels, algo=algo, name=name, out_dir=out, search_algos=search_algos,
+                   max_drop=max_drop, fallback=False if no_fallback else None, cache_dir="off" if no_cache else cache_dir,
+                   prune=prune, finetune=finetune, epochs=epochs, task_kind=task, emulation_runtime=lite_arm,
+                   emulation_cpu=cpu, emulation_enabled=False if no_emulation else None)
+    _start_toolchain()
     from .pipeline import build as run_build
 
-    _exit_on_sigterm()
+    if not quiet:
+        typer.echo(f"building {cfg.model.name} for {cfg.target.value} {cfg.precision.value} -> {cfg.bundle_dir}", err=True)
+    result = run_build(cfg, _progress(quiet))
+    for line in (result.prune.lines() if result.prune is not None else []) + result.quant_search + result.report.lines():
+        typer.echo(line)
+    m = result.bundle.manifest["model"]
+    typer.echo(f"model.nb: {m['bytes'] / 1024:.1f} KiB (graph {m['program_bytes'] / 1024:.1f} KiB, weights "
+               f"{m['params_bytes'] / 1024:.1f} KiB), opt {m['opt_version']}")
+    typer.echo(f"bundle: {result.bundle.path}")
 
-    started = {}
+
+def _progress(quiet: bool):
+    started: dict[str, float] = {}
 
     def progress(stage: str, state: str) -> None:
         if quiet:
@@ -149,62 +192,41 @@ def _build(model, config, target, quant, weights, params, inputs, calib, eval_da
             typer.echo(f"[{stage}] ...", err=True)
         else:
             typer.echo(f"[{stage}] done in {time.monotonic() - started[stage]:.1f} s", err=True)
-
-    if not quiet:
-        typer.echo(f"building {cfg.model.name} for {cfg.target.value} {cfg.precision.value} -> {cfg.bundle_dir}", err=True)
-    result = run_build(cfg, progress)
-    if result.prune is not None:
-        for line in result.prune.lines():
-            typer.echo(line)
-    for line in result.quant_search:
-        typer.echo(line)
-    for line in result.report.lines():
-        typer.echo(line)
-    m = result.bundle.manifest["model"]
-    typer.echo(f"model.nb: {m['bytes'] / 1024:.1f} KiB (graph {m['program_bytes'] / 1024:.1f} KiB, weights "
-               f"{m['params_bytes'] / 1024:.1f} KiB), opt {m['opt_version']}")
-    typer.echo(f"bundle: {result.bundle.path}")
+    return progress
 
 
 @app.command("prune")
 def prune_command(
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="A factory (package.module:factory, pruned in dynamic "
-                                        "graph and fine-tuned) or an exported model (pruned as a program; no fine-tuning)."),
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="edgekit.toml; its [prune] table holds the same settings."),
-    spec: Optional[str] = typer.Option(None, "--prune", help=PRUNE_HELP),
-    finetune: Optional[str] = typer.Option(None, "--finetune", help=FINETUNE_HELP),
-    epochs: Optional[int] = typer.Option(None, "--epochs", help="Fine-tuning epochs passed to the hook. Default 3."),
+    model: ModelOpt = None,
+    config: ConfigOpt = None,
+    spec: PruneOpt = None,
+    finetune: FinetuneOpt = None,
+    epochs: EpochsOpt = None,
     criterion: Optional[str] = typer.Option(None, "--criterion", help="l1_norm (default) or fpgm."),
-    weights: Optional[Path] = typer.Option(None, "--weights", help="A .pdparams state dict for a factory model."),
-    params: Optional[Path] = typer.Option(None, "--params", help="The .pdiparams of an exported model, when not beside it."),
-    inputs: List[str] = typer.Option([], "--input", "-i", help="Input spec name:shape[:dtype] (as for build)."),
-    eval_data: Optional[Path] = typer.Option(None, "--eval", help="Evaluation data: the task metric before/after, and the "
-                                             "sensitivity analysis (on a sample of it)."),
-    labels: Optional[Path] = typer.Option(None, "--labels", help="Class names, one per line (order = class index)."),
-    name: Optional[str] = typer.Option(None, "--name", help="Model name used for the output folder."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Output root; the pruned model goes to OUT/<name>/pruned/."),
-    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More log output (-vv for Paddle's own)."),
+    weights: WeightsOpt = None,
+    params: ParamsOpt = None,
+    inputs: InputsOpt = [],
+    eval_data: EvalOpt = None,
+    labels: LabelsOpt = None,
+    name: NameOpt = None,
+    out: OutOpt = None,
+    verbose: VerboseOpt = 0,
 ) -> None:
-    """Prune conv filters and write a pruned model folder (model + prune.json report) that `build --model` takes."""
-    _setup_logging(verbose, False)
-    _guarded(_prune)(model, config, spec, finetune, epochs, criterion, weights, params, inputs, eval_data, labels, name, out)
+    """Prune conv filters and write a pruned model folder (model + prune.json report) that `build --model` takes.
 
-
-def _prune(model, config, spec, finetune, epochs, criterion, weights, params, inputs, eval_data, labels, name, out) -> None:
-    from .config import InputSpec, resolve
+    A factory is pruned in dynamic graph and fine-tuned through --finetune; an exported model is pruned as a program
+    with per-layer ratios from a sensitivity analysis on a sample of --eval, scored in the task's metric.
+    """
     from .errors import ConfigError
 
-    flags = {"model": model, "weights": weights, "params_file": params, "inputs": tuple(InputSpec.parse(i) for i in inputs) or None,
-             "evaluation": eval_data, "labels": labels, "name": name, "out_dir": out, "prune": spec, "finetune": finetune,
-             "epochs": epochs, "criterion": criterion}
-    cfg = resolve(config, flags)
+    _setup_logging(verbose, False)
+    cfg = _resolve(config, inputs, model=model, weights=weights, params_file=params, evaluation=eval_data, labels=labels,
+                   name=name, out_dir=out, prune=spec, finetune=finetune, epochs=epochs, criterion=criterion)
     if cfg.prune is None:
         raise ConfigError("nothing to prune: no --prune and no [prune] table", "pass --prune 0.3, --prune flops:50% or per-layer ratios")
-    import paddle  # noqa: F401  (paddle installs its own SIGTERM handler on import: ours must come after)
+    _start_toolchain()
+    from .prune.run import prune_to_folder
 
-    from .prune import prune_to_folder
-
-    _exit_on_sigterm()
     folder, pruned = prune_to_folder(cfg, cfg.prune)
     for line in pruned.report.lines():
         typer.echo(line)
@@ -218,10 +240,6 @@ def inspect(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
 ) -> None:
     """Show a .nb's size, opt version and ops, or a bundle's manifest summary and checksum status."""
-    _guarded(_inspect)(path, as_json)
-
-
-def _inspect(path: Path, as_json: bool) -> None:
     from .inspection import describe
 
     info = describe(path)
@@ -239,13 +257,9 @@ def parity(
     bundle: Path = typer.Argument(..., help="A bundle folder written by `edgekit build`."),
 ) -> None:
     """Replay a bundle's golden vectors on its x86 twin .nb and apply the build's tier-A gates to them."""
-    _guarded(_parity)(bundle)
-
-
-def _parity(path: Path) -> None:
     from .inspection import replay_golden
 
-    lines, ok = replay_golden(path)
+    lines, ok = replay_golden(bundle)
     for line in lines:
         typer.echo(line)
     if not ok:
@@ -259,10 +273,6 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Pretty-print the JSON result."),
 ) -> None:
     """Run a bundle's x86 twin on one image with the bundle's own pre/post-processing; print the result."""
-    _guarded(_run)(bundle, image, as_json)
-
-
-def _run(bundle_path: Path, image: Path, as_json: bool) -> None:
     import cv2
 
     from . import bundle as bundle_mod
@@ -272,14 +282,14 @@ def _run(bundle_path: Path, image: Path, as_json: bool) -> None:
     from .tasks import TaskKind, make_task
     from .tasks.ocr import line_tensor, normalize
 
-    loaded = bundle_mod.load(bundle_path)
+    loaded = bundle_mod.load(bundle)
     problems = bundle_mod.verify(loaded)
     if problems:
-        raise BundleError(f"bundle {bundle_path} does not verify: {problems[0]}", "rebuild it with `edgekit build`")
+        raise BundleError(f"bundle {bundle} does not verify: {problems[0]}", "rebuild it with `edgekit build`")
     manifest = loaded.manifest
-    task_file = bundle_path / "task.json"
+    task_file = bundle / "task.json"
     if not task_file.is_file():
-        raise BundleError(f"{bundle_path} has no task.json: it was built without labels or ground truth",
+        raise BundleError(f"{bundle} has no task.json: it was built without labels or ground truth",
                           "rebuild with labelled evaluation data (or a truth file) so the bundle knows its task")
     spec = json.loads(task_file.read_text(encoding="utf-8"))
     task = make_task(spec["kind"], spec["options"])
@@ -296,17 +306,17 @@ def _run(bundle_path: Path, image: Path, as_json: bool) -> None:
     elif task.kind is TaskKind.ocr_det:          # boxes come back in model pixels
         x = normalize(cv2.resize(picture, (width, height)))
     else:
-        raw = json.loads((bundle_path / "preprocess.json").read_text(encoding="utf-8"))["preprocess"]
+        raw = json.loads((bundle / "preprocess.json").read_text(encoding="utf-8"))["preprocess"]
         if raw is None:
-            raise BundleError(f"{bundle_path} has no preprocessing spec (it was built from tensor data)",
+            raise BundleError(f"{bundle} has no preprocessing spec (it was built from tensor data)",
                               "rebuild with an image folder and a [preprocess] table to run it on images")
         x = PreprocessSpec.from_mapping({k: v for k, v in raw.items() if k != "order"}).apply(picture)
-    outputs = LiteRunner(bundle_path / manifest["host_twin"]["file"], [feed["name"]]).run_one({feed["name"]: x[None]})
+    outputs = LiteRunner(bundle / manifest["host_twin"]["file"], [feed["name"]]).run_one({feed["name"]: x[None]})
     result = task.postprocess(outputs)[0]
     typer.echo(json.dumps(result, ensure_ascii=False, indent=2 if as_json else None))
 
 
-import_app = typer.Typer(no_args_is_help=True, help="Convert models from other frameworks into Paddle inference models.")
+import_app = typer.Typer(cls=_Edgekit, no_args_is_help=True, help="Convert models from other frameworks into Paddle inference models.")
 app.add_typer(import_app, name="import")
 
 
@@ -319,13 +329,7 @@ def import_onnx_command(
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds X2Paddle may take."),
 ) -> None:
     """X2Paddle conversion with unsafe names sanitised, checked against ONNX Runtime (disagreement is an error)."""
-    _guarded(_import_onnx)(model, out, inputs, timeout)
-
-
-def _import_onnx(model: Path, out: Path, inputs: List[str], timeout: float) -> None:
-    import shutil
-    import tempfile
-
+    from . import atomic
     from .config import InputSpec
     from .errors import ConfigError
     from .export.onnx_import import import_onnx
@@ -334,14 +338,10 @@ def _import_onnx(model: Path, out: Path, inputs: List[str], timeout: float) -> N
     if out.exists():
         raise ConfigError(f"{out} already exists", "pass a new folder to --out")
     shapes = {spec.name: spec.shape for spec in (InputSpec.parse(i) for i in inputs)}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".edgekit-import-", dir=out.parent))
-    try:
+    with atomic.staging_dir(out.parent, ".edgekit-import-") as staging:
         static, report = import_onnx(model.expanduser().absolute(), staging, shapes, timeout=timeout)
         (staging / "import.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
-        staging.replace(out)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        atomic.publish_dir(staging, out)
     from .export.onnx_import import check_lines
 
     for line in check_lines(report["check"]):

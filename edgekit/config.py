@@ -9,16 +9,15 @@ from __future__ import annotations
 import math
 import os
 import re
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from .data import PreprocessSpec
 from .errors import ConfigError, DataError
+from .prune.config import KNOWN_KEYS as PRUNE_KEYS
+from .prune.config import PruneConfig, merge_prune, prune_config
 from .tables import PRECISIONS, Precision, Target
-
-if TYPE_CHECKING:  # edgekit.prune imports this module: import it inside functions only
-    from .prune.config import PruneConfig
 
 try:  # Python 3.11 has tomllib; 3.8-3.10 (the only ones Paddle-Lite supports) use tomli
     import tomllib  # type: ignore[import-not-found]
@@ -107,6 +106,19 @@ class ParityGates:
 
 
 @dataclass(frozen=True)
+class EmulationConfig:
+    """Tier C: model.nb on Paddle-Lite's ARM runtime under qemu-user."""
+
+    runtime: Path | None = None           # the folder holding inference_lite_lib.armlinux.* (EDGEKIT_LITE_ARM)
+    cpu: str = "default"                  # CPU profile (edgekit.tables.CPU_PROFILES): which INT8 kernels Lite picks
+    max_samples: int = 256                # evaluation samples run under emulation; 0 = all of them
+    jobs: int = 0                         # emulator processes in parallel; 0 = one per core
+    threads: int = 1                      # Paddle-Lite threads in each process
+    required: bool = False                # no runtime/cross compiler/qemu is an error, not a note (EDGEKIT_REQUIRE_EMULATION=1)
+    enabled: bool = True                  # false: tier C is skipped on purpose (--no-emulation), and the report says so
+
+
+@dataclass(frozen=True)
 class TaskConfig:
     kind: str | None = None                       # None: the evaluation data's truth file decides, else classification
     options: dict = field(default_factory=dict)   # [task] keys besides kind: dictionary, thresh, box_thresh, ...
@@ -125,6 +137,7 @@ class BuildConfig:
     config_file: Path | None = None
     task: TaskConfig = field(default_factory=TaskConfig)
     prune: PruneConfig | None = None     # [prune] / --prune: prune conv filters before quantising
+    emulation: EmulationConfig = field(default_factory=EmulationConfig)
 
     @property
     def bundle_dir(self) -> Path:
@@ -177,10 +190,10 @@ def _path(base: Path, value: Any) -> Path | None:
 def _toml_layer(path: Path) -> dict:
     """Flatten edgekit.toml into the same keys the flags use; paths resolved against the file."""
     raw = load_toml(path)
-    unknown = set(raw) - {"model", "data", "preprocess", "build", "quantize", "parity", "prune", "task"}
+    unknown = set(raw) - set(SECTIONS)
     if unknown:
         raise ConfigError(f"unknown section(s) in {path}: {', '.join(sorted(unknown))}",
-                          "sections are model, data, preprocess, build, quantize, parity, prune, task")
+                          f"sections are {', '.join(SECTIONS)}")
     base = path.parent.resolve()
     out: dict[str, Any] = {}
     model = _section(raw, "model", {"name", "factory", "weights", "model_file", "params_file", "inputs"}, path)
@@ -214,12 +227,14 @@ def _toml_layer(path: Path) -> dict:
             options["dictionary"] = str(_path(base, options["dictionary"]))
         out["task_kind"], out["task_options"] = table.get("kind"), options
     if "prune" in raw:
-        from .prune.config import KNOWN_KEYS
-
-        table = _section(raw, "prune", KNOWN_KEYS, path)
+        table = _section(raw, "prune", PRUNE_KEYS, path)
         if table.get("cache_dir"):
             table["cache_dir"] = _path(base, table["cache_dir"])
         out["prune_table"] = table
+    emulation = _section(raw, "emulation", {f.name for f in fields(EmulationConfig)}, path)
+    if emulation.get("runtime"):
+        emulation["runtime"] = _path(base, emulation["runtime"])
+    out.update({f"emulation_{k}": v for k, v in emulation.items()})
     return out
 
 
@@ -236,8 +251,11 @@ def _preprocess(table: Any, where: Path) -> PreprocessSpec:
                           "resize/crop are [height, width]; mean/std are lists of numbers") from exc
 
 
+SECTIONS = ("model", "data", "preprocess", "build", "quantize", "parity", "prune", "task", "emulation")
 ENV_KEYS = {"EDGEKIT_TARGET": "target", "EDGEKIT_QUANT": "precision", "EDGEKIT_OUT": "out_dir",
-            "EDGEKIT_TOOL_TIMEOUT": "tool_timeout", "EDGEKIT_CACHE_DIR": "cache_dir"}
+            "EDGEKIT_TOOL_TIMEOUT": "tool_timeout", "EDGEKIT_CACHE_DIR": "cache_dir",
+            "EDGEKIT_LITE_ARM": "emulation_runtime", "EDGEKIT_REQUIRE_EMULATION": "emulation_required",
+            "EDGEKIT_CPU": "emulation_cpu"}
 SENSITIVITY_METHODS = ("alone", "all-but")
 
 
@@ -272,7 +290,12 @@ def _search_fields(m: Mapping[str, Any]) -> dict:
 
 
 def _env_layer(environ: Mapping[str, str]) -> dict:
-    return {key: environ[var] for var, key in ENV_KEYS.items() if environ.get(var)}
+    found: dict[str, Any] = {key: environ[var] for var, key in ENV_KEYS.items() if environ.get(var)}
+    if "emulation_runtime" in found:
+        found["emulation_runtime"] = Path(found["emulation_runtime"]).expanduser().absolute()
+    if "emulation_required" in found:
+        found["emulation_required"] = found["emulation_required"].strip().lower() in ("1", "true", "yes")
+    return found
 
 
 def _enum(kind, value, what: str):
@@ -282,11 +305,6 @@ def _enum(kind, value, what: str):
     except ValueError as exc:
         raise ConfigError(f"{what.split(' ')[0]} {value!r} is not supported (from {what.split(' ', 1)[1][1:-1]})",
                           f"use one of {', '.join(k.value for k in kind)}") from exc
-
-
-def _model_from_path(path: Path) -> dict:
-    """`--model` given as a path: a .pdmodel, a folder holding one, or a .json PIR program."""
-    return {"model_file": path}
 
 
 def resolve(config_file: Path | None, flags: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> BuildConfig:
@@ -308,7 +326,7 @@ def resolve(config_file: Path | None, flags: Mapping[str, Any], environ: Mapping
         if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", str(model_arg)):
             merged["factory"] = str(model_arg)
         else:
-            merged.update(_model_from_path(Path(str(model_arg)).expanduser().absolute()))
+            merged["model_file"] = Path(str(model_arg)).expanduser().absolute()
     merged.update(given)
     return _build(merged, Path(config_file) if config_file else None)
 
@@ -335,7 +353,7 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
     target = _enum(Target, m.get("target", "arm64"), "target (--target / EDGEKIT_TARGET / [build] target)")
     if target is Target.x86 and PRECISIONS[precision].arm_only:
         raise ConfigError(f"{precision.value} .nb files run only on ARM in Paddle-Lite 2.13rc0 (quantised x86 .nb files "
-                          "give chance-level results, FACTS.md)",
+                          "load but give chance-level results)",
                           f"build --target arm64/armv7 for {precision.value}; the x86 twin is built automatically for checks")
     if PRECISIONS[precision].needs_calibration and data.calibration is None:
         raise ConfigError(f"--quant {precision.value} needs calibration data",
@@ -373,13 +391,26 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
         make_task(task.kind, task.options)            # a bad kind or option fails here, before any stage
     return BuildConfig(model=model, data=data, target=target, precision=precision, quant=quant, gates=gates,
                        out_dir=out_dir, tool_timeout=timeout,
-                       config_file=config_file.absolute() if config_file else None, prune=_prune(m, out_dir), task=task)
+                       config_file=config_file.absolute() if config_file else None, prune=_prune(m, out_dir), task=task,
+                       emulation=_emulation(m))
+
+
+def _emulation(m: dict) -> EmulationConfig:
+    from .tables import CPU_PROFILES
+
+    raw = {f.name: _typed(f, m[f"emulation_{f.name}"], "emulation") for f in fields(EmulationConfig)
+           if f.name not in ("runtime", "cpu") and f"emulation_{f.name}" in m}
+    emulation = EmulationConfig(runtime=m.get("emulation_runtime"), cpu=str(m.get("emulation_cpu", "default")), **raw)
+    if emulation.cpu not in CPU_PROFILES:
+        raise ConfigError(f"CPU profile {emulation.cpu!r} is unknown (--cpu / EDGEKIT_CPU / [emulation] cpu)",
+                          f"use one of {', '.join(CPU_PROFILES)}")
+    if emulation.max_samples < 0 or emulation.jobs < 0 or emulation.threads < 1:
+        raise ConfigError("[emulation] max_samples and jobs must be >= 0 and threads >= 1", "fix them in edgekit.toml")
+    return emulation
 
 
 def _prune(m: dict, out_dir: Path):
     """[prune] overridden by --prune/--finetune/--epochs/--criterion; sensitivity is cached under the output root."""
-    from .prune.config import merge_prune, prune_config
-
     raw = merge_prune(m.get("prune_table"), m.get("prune"), finetune=m.get("finetune"), epochs=m.get("epochs"),
                       criterion=m.get("criterion"))
     if raw is None:
@@ -414,6 +445,3 @@ def _default_name(m: dict) -> str:
     path = Path(m["model_file"])
     return (path.name if path.is_dir() else path.parent.name if path.stem in ("model", "inference", "__model__") else path.stem) or "model"
 
-
-def with_overrides(config: BuildConfig, **changes: Any) -> BuildConfig:
-    return replace(config, **changes)

@@ -91,13 +91,9 @@ def replay_golden(path: Path) -> tuple[list[str], bool]:
     feeds = {i["name"]: np.load(path / i["file"]) for i in golden["inputs"]}
     reference = [np.load(path / o["file"]) for o in golden["outputs"]]
     names = [o["name"] for o in golden["outputs"]]
-    twin = LiteRunner(path / m["host_twin"]["file"], list(feeds)).run(feeds, golden["count"])
+    twin = LiteRunner(path / m["host_twin"]["file"], list(feeds)).run(feeds)
     gates = m["config"]["gates"]
-    lines = [f"replaying {golden['count']} golden samples on {m['host_twin']['file']}"]
-    ok = True
-    for s in parity.compare(reference, twin, names):
-        for check in (parity.Check("A", "x86 twin .nb vs golden", "max_abs", s.max_abs, gates["twin_max_abs"], False, s.output),
-                      parity.Check("A", "x86 twin .nb vs golden", "cosine", s.cosine, gates["twin_min_cosine"], True, s.output)):
-            lines.append(check.line())
-            ok = ok and check.passed
-    return lines, ok
+    tolerance = parity.Tolerance(gates["twin_max_abs"], gates["twin_min_cosine"])
+    checks = tolerance.checks("A", "x86 twin .nb vs golden", parity.compare(reference, twin, names))
+    lines = [f"replaying {golden['count']} golden samples on {m['host_twin']['file']}"] + [c.line() for c in checks]
+    return lines, all(c.passed for c in checks)

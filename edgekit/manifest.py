@@ -1,14 +1,15 @@
-"""The bundle manifest: everything needed to reproduce and audit a build."""
+"""The bundle manifest, built from the final build record in one place: everything needed to reproduce and audit
+a build (inputs and their hashes, the resolved config, tool versions, the commands that ran, the data used, every
+check's figures)."""
 
 from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
 
-from . import parity, versions
-from .artifacts import LiteModel, StaticModel, sha256_file
-from .config import BuildConfig
-from .data import Samples
+from . import versions
+from .artifacts import LiteModel, sha256_file
+from .record import BuildRecord
 from .tables import TARGETS, Precision
 
 
@@ -22,27 +23,11 @@ def factory_source(factory: str) -> dict:
     return {"spec": factory, "path": path, "sha256": sha256_file(Path(path)) if path else None}
 
 
-def build_manifest(cfg: BuildConfig, timings: dict, onnx_import: dict | None, static: StaticModel, quantized, device: LiteModel, twin: LiteModel,
-              report: parity.ParityReport, evaluation: Samples, calibration: Samples | None, golden: dict,
-              source: StaticModel | None = None) -> dict:
-    """`source`: the model as given, when a stage (prune) replaced `static` before export to .nb."""
+def build_manifest(rec: BuildRecord) -> dict:
     from .lite import read_header
 
+    cfg, static, device, twin = rec.cfg, rec.static, rec.device, rec.twin
     header = read_header(device.nb_file)
-    twin_header = read_header(twin.nb_file)
-    source_files = {}
-    if cfg.model.factory:
-        source_files["factory"] = factory_source(cfg.model.factory)
-    if cfg.model.weights is not None:
-        source_files["weights"] = {"path": str(cfg.model.weights), "sha256": sha256_file(cfg.model.weights)}
-    given = source or static
-    if given.origin == "inference":   # the stage's copies are byte-identical to the given files
-        source_files["model_file"] = {"path": str(cfg.model.model_file), "sha256": sha256_file(given.model_file)}
-        if given.params_file is not None:
-            source_files["params_file"] = {"path": str(cfg.model.params_file or cfg.model.model_file),
-                                           "sha256": sha256_file(given.params_file)}
-    if onnx_import:
-        source_files["onnx"] = {k: onnx_import["source"][k] for k in ("path", "sha256")}
     tool_versions = versions.collect()
     manifest = {
         "created_utc": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
@@ -55,35 +40,77 @@ def build_manifest(cfg: BuildConfig, timings: dict, onnx_import: dict | None, st
             "inputs": [{"name": f.name, "shape": list(f.shape), "dtype": f.dtype} for f in static.feeds],
             "outputs": list(static.fetches), "source_ops": list(static.op_types), "origin": static.origin,
         },
-        "host_twin": {"file": str(twin.nb_file.relative_to(device.nb_file.parent)), "target": "x86", "precision": "fp32",
-                      "bytes": twin_header.file_bytes, "rewrites": list(twin.rewrites)},
-        "source": source_files,
-        "onnx_import": onnx_import,
+        "host_twin": {"file": _relative(twin, device), "target": "x86", "precision": "fp32",
+                      "bytes": read_header(twin.nb_file).file_bytes, "rewrites": list(twin.rewrites)},
+        "source": _sources(rec),
+        "onnx_import": rec.onnx_import,
         "versions": dict(tool_versions, opt=device.opt_version, edgekit_source=versions.source_revision()),
         "config": cfg.to_json(),
         "commands": [{"equivalent": list(lm.argv), "ran": list(lm.process_argv), "inputs_sha256": lm.inputs_sha256,
-                      "seconds": round(lm.seconds, 3), "output": str(lm.nb_file.relative_to(device.nb_file.parent))}
-                     for lm in (device, twin)],
-        "stages_seconds": dict(timings),
-        "data": {
-            "evaluation": {"source": evaluation.source, "samples": len(evaluation), "sha256": evaluation.digest(),
-                           "labels": evaluation.labels is not None},
-            "calibration": None if calibration is None else {
-                "source": calibration.source, "samples": len(calibration), "sha256": calibration.digest(),
-                "samples_used": quantized.calibration_samples if quantized else 0,
-                "used_sha256": quantized.calibration_sha256 if quantized else None},
-        },
-        "parity": report.to_json(),
-        "golden": golden,
+                      "seconds": round(lm.seconds, 3), "output": _relative(lm, device)} for lm in (device, twin)],
+        "stages_seconds": dict(rec.timings),
+        "data": _data(rec),
+        "parity": rec.report.to_json(),
+        "emulation": rec.emulation,
+        "golden": rec.golden,
+        "task": None,
     }
-    if quantized is not None and cfg.precision is not Precision.int8:
-        manifest["quantization"] = {"tool": "paddle_lite_opt", "mode": cfg.precision.value,
-                                    "host_simulation": quantized.algo, "seconds": round(quantized.seconds, 3)}
-    elif quantized is not None:
-        from .quantize import count_quantized_ops
-
-        manifest["quantization"] = {"tool": "paddleslim.quant.quant_post_static", "algo": quantized.algo,
-                                    "calibration_samples": quantized.calibration_samples,
-                                    "seconds": round(quantized.seconds, 3), "ops": count_quantized_ops(quantized.model),
-                                    "settings": cfg.to_json()["quant"]}
+    task = rec.evaluation.task
+    if task is not None:
+        manifest["task"] = {"kind": task.kind.value, "primary": task.primary, "metrics": rec.report.metrics}
+    if rec.quantized is not None:
+        manifest["quantization"] = _quantization(rec)
+    if rec.pruned is not None:
+        manifest["pruning"] = dict(rec.pruned.report.to_json(), seconds=rec.pruned.seconds)
     return manifest
+
+
+def _relative(lm: LiteModel, device: LiteModel) -> str:
+    return str(lm.nb_file.relative_to(device.nb_file.parent))
+
+
+def _sources(rec: BuildRecord) -> dict:
+    """The files the build started from, with their hashes (a pruned exported model: the file as given)."""
+    cfg = rec.cfg
+    found = {}
+    if cfg.model.factory:
+        found["factory"] = factory_source(cfg.model.factory)
+    if cfg.model.weights is not None:
+        found["weights"] = {"path": str(cfg.model.weights), "sha256": sha256_file(cfg.model.weights)}
+    given = rec.pruned.unpruned if rec.pruned is not None and not cfg.model.factory else rec.static
+    if given.origin == "inference":   # the stage's copies are byte-identical to the given files
+        found["model_file"] = {"path": str(cfg.model.model_file), "sha256": sha256_file(given.model_file)}
+        if given.params_file is not None:
+            found["params_file"] = {"path": str(cfg.model.params_file or cfg.model.model_file),
+                                    "sha256": sha256_file(given.params_file)}
+    if rec.onnx_import:
+        found["onnx"] = {k: rec.onnx_import["source"][k] for k in ("path", "sha256")}
+    return found
+
+
+def _data(rec: BuildRecord) -> dict:
+    evaluation, calibration, quantized = rec.evaluation.samples, rec.calibration, rec.quantized
+    return {
+        "evaluation": {"source": evaluation.source, "samples": len(evaluation), "sha256": evaluation.digest(),
+                       "labels": evaluation.labels is not None},
+        "calibration": None if calibration is None else {
+            "source": calibration.source, "samples": len(calibration), "sha256": calibration.digest(),
+            "samples_used": quantized.calibration_samples if quantized else 0,
+            "used_sha256": quantized.calibration_sha256 if quantized else None},
+    }
+
+
+def _quantization(rec: BuildRecord) -> dict:
+    cfg, quantized = rec.cfg, rec.quantized
+    if cfg.precision is not Precision.int8:
+        return {"tool": "paddle_lite_opt", "mode": cfg.precision.value, "host_simulation": quantized.algo,
+                "seconds": round(quantized.seconds, 3)}
+    from .quantize import count_quantized_ops
+
+    entry = {"tool": "paddleslim.quant.quant_post_static", "algo": quantized.algo,
+             "calibration_samples": quantized.calibration_samples, "seconds": round(quantized.seconds, 3),
+             "ops": count_quantized_ops(quantized.model), "settings": cfg.to_json()["quant"]}
+    if rec.search is not None:
+        entry["search"] = rec.search.to_json()
+        entry["data_checks"] = list(rec.data_warnings)
+    return entry

@@ -1,20 +1,31 @@
-"""Validation, separate from the transformations: compare outputs, apply gates, report.
+"""Validation, apart from the transformations: compare outputs, apply gates and budgets, report.
 
-Tier A: the FP32 x86 twin `.nb` (Paddle-Lite runtime) against the reference.
-Tier B: the INT8 model as PaddleSlim simulates it (fake-quant ops on the host)
-against the reference. Paddle-Lite's INT8 kernels run only on ARM, so the real
-INT8 `.nb` is checked on devices by replaying the bundle's golden vectors.
+Everything that decides whether two engines agree lives here, and only here: the
+figures (max abs, cosine, SNR), the per-output comparison, the tolerance gate of
+tier A (a faithful float engine against the reference), the accuracy budget of
+tiers B and C and of the INT8 search (a drop in the task's own metric, or in output
+cosine without ground truth), the pruning metric, and the report the pipeline
+prints and stores. The export checks (static vs dynamic, X2Paddle vs ONNX Runtime,
+program rewrites) take their figures from `differences` too.
+
+The tiers (what each engine is): A = the FP32 x86 twin `.nb` on Paddle-Lite's x86
+kernels; B = the reduced precision as simulated on the host (PaddleSlim fake-quant,
+or weights rounded as opt rounds them); C = the ARM `.nb` itself on Paddle-Lite's
+ARM kernels under emulation (`edgekit.tiers`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Callable, Sequence
 
 import numpy as np
 
-from .errors import ParityError
+from .errors import ConfigError, ParityError
+
+
+# ---------------------------------------------------------------- figures
 
 
 def max_abs(a: np.ndarray, b: np.ndarray) -> float:
@@ -46,11 +57,67 @@ def top1(logits: np.ndarray, labels: np.ndarray) -> float:
     return float(np.mean(np.argmax(logits.reshape(len(logits), -1), axis=1) == labels) * 100.0)
 
 
+def metric_label(metric: str) -> str:
+    """How a task metric is named in reports: "top-1" for top1, "exact match" for exact_match."""
+    return "top-1" if metric == "top1" else metric.replace("_", " ")
+
+
+# ---------------------------------------------------------------- comparing two engines
+
+
+@dataclass(frozen=True)
+class OutputStats:
+    output: str
+    max_abs: float
+    cosine: float
+    snr_db: float
+
+
+def differences(reference: Sequence[np.ndarray], test: Sequence[np.ndarray], names: Sequence[str]) -> list[OutputStats]:
+    """Per-output figures of `test` against `reference`; NaN/Inf give NaN figures (the caller's gate fails them)."""
+    if len(reference) != len(test):
+        raise ParityError(f"the model under test returns {len(test)} outputs, the reference {len(reference)}",
+                          "report the model: the conversion changed the program's outputs")
+    stats = []
+    for name, ref, got in zip(names, reference, test):
+        if ref.shape != got.shape:
+            raise ParityError(f"output {name!r} has shape {list(got.shape)}, the reference {list(ref.shape)}",
+                              "report the model: the converted program's output shape differs")
+        if not (np.isfinite(got).all() and np.isfinite(ref).all()):
+            stats.append(OutputStats(name, math.nan, math.nan, math.nan))
+            continue
+        stats.append(OutputStats(name, max_abs(ref, got), cosine(ref, got), snr_db(ref, got)))
+    return stats
+
+
+def compare(reference: Sequence[np.ndarray], test: Sequence[np.ndarray], names: Sequence[str]) -> list[OutputStats]:
+    """`differences`, refusing outputs with NaN or Inf (no tolerance makes those comparable)."""
+    for name, got in zip(names, test):
+        if not np.isfinite(got).all():
+            raise ParityError(f"output {name!r} of the model under test contains NaN or Inf",
+                              "check the calibration data and the model's numerics in fp32")
+    return differences(reference, test, names)
+
+
+def worst_max_abs(stats: Sequence[OutputStats]) -> float:
+    """The largest max abs over outputs; NaN when any output was not finite."""
+    values = [s.max_abs for s in stats]
+    return math.nan if any(math.isnan(v) for v in values) else max(values, default=0.0)
+
+
+def output_scale(outputs: Sequence[np.ndarray]) -> float:
+    """The largest |value| of any output: tolerances for float noise grow with it."""
+    return max((float(np.max(np.abs(o))) if o.size else 0.0 for o in outputs), default=0.0)
+
+
+# ---------------------------------------------------------------- checks
+
+
 @dataclass(frozen=True)
 class Check:
-    tier: str          # "A" or "B" (or "export")
+    tier: str          # "A", "B", "C" (or "export", "prune")
     subject: str       # what is compared, e.g. "x86 twin .nb vs reference"
-    metric: str        # "max_abs", "cosine", "top1_drop", ...
+    metric: str        # "max_abs", "cosine", "top1_drop_points", ...
     value: float
     limit: float
     higher_is_better: bool
@@ -70,38 +137,151 @@ class Check:
 
 
 @dataclass(frozen=True)
-class OutputStats:
-    output: str
+class Tolerance:
+    """Tier-A style: every output within `max_abs` and at least `min_cosine` of the reference."""
+
     max_abs: float
-    cosine: float
-    snr_db: float
+    min_cosine: float
+
+    def checks(self, tier: str, subject: str, stats: Sequence[OutputStats]) -> list[Check]:
+        out = []
+        for s in stats:
+            out.append(Check(tier, subject, "max_abs", s.max_abs, self.max_abs, False, s.output))
+            out.append(Check(tier, subject, "cosine", s.cosine, self.min_cosine, True, s.output))
+        return out
 
 
-def compare(reference: Sequence[np.ndarray], test: Sequence[np.ndarray], names: Sequence[str]) -> list[OutputStats]:
-    if len(reference) != len(test):
-        raise ParityError(f"the model under test returns {len(test)} outputs, the reference {len(reference)}",
-                          "report the model: opt changed the program's outputs")
-    stats = []
-    for name, ref, got in zip(names, reference, test):
-        if ref.shape != got.shape:
-            raise ParityError(f"output {name!r} has shape {list(got.shape)}, the reference {list(ref.shape)}",
-                              "report the model: the converted program's output shape differs")
-        if not np.isfinite(got).all():
-            raise ParityError(f"output {name!r} of the model under test contains NaN or Inf",
-                              "check the calibration data and the model's numerics in fp32")
-        stats.append(OutputStats(name, max_abs(ref, got), cosine(ref, got), snr_db(ref, got)))
-    return stats
+# ---------------------------------------------------------------- accuracy budgets
 
 
-@dataclass
+@dataclass(frozen=True)
+class Score:
+    """A candidate's outputs against the FP32 reference on the evaluation samples."""
+
+    cosine: float                  # worst output's mean per-sample cosine
+    snr_db: float                  # worst output's SNR
+    task: float | None = None      # the task's primary metric in % (top-1, exact match, hmean, ...), with truth
+    task_drop: float | None = None  # points below the FP32 reference, with truth
+
+    @property
+    def error(self) -> float:
+        """Continuous error used for ranking layers (a task metric on a small sample moves in coarse steps)."""
+        return 1.0 - self.cosine
+
+    def to_json(self) -> dict:
+        return {"cosine": self.cosine, "snr_db": self.snr_db, "task": self.task, "task_drop": self.task_drop}
+
+
+COSINE_DROP = "cosine_drop"
+POINTS = "_drop_points"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """`max_drop` in points of the task's primary metric with ground truth, else in output cosine (1 - cosine).
+
+    `metric` is "<task metric>_drop_points" (e.g. "top1_drop_points", "exact_match_drop_points")
+    or "cosine_drop". The INT8 search (`holds`) and the tier-B/C gates (`checks`) use
+    this one class, so a search that meets its budget also passes the gate.
+    """
+
+    max_drop: float
+    metric: str
+
+    def __post_init__(self) -> None:
+        if self.metric != COSINE_DROP and not (self.metric.endswith(POINTS) and len(self.metric) > len(POINTS)):
+            raise ConfigError(f"accuracy budget metric {self.metric!r} is unknown",
+                              f"use {COSINE_DROP} or <task metric>{POINTS}, e.g. top1{POINTS}")
+        if not math.isfinite(self.max_drop):     # negative is allowed, as in the parity gates: "must improve"
+            raise ConfigError(f"--max-drop {self.max_drop!r} is not a number",
+                              "give task-metric points (e.g. 1.0) with ground truth, or a cosine drop (e.g. 0.01) without")
+
+    @classmethod
+    def for_data(cls, max_drop: float, task_metric: str | None) -> "Budget":
+        """Points of `task_metric` (the task's primary metric) when the data has truth, else output cosine."""
+        return cls(float(max_drop), f"{task_metric}{POINTS}" if task_metric else COSINE_DROP)
+
+    @property
+    def task_metric(self) -> str | None:
+        return None if self.metric == COSINE_DROP else self.metric[:-len(POINTS)]
+
+    def drop(self, score: Score) -> float:
+        if self.metric == COSINE_DROP:
+            return 1.0 - score.cosine
+        if score.task_drop is None:
+            raise ConfigError(f"a {self.task_metric} budget needs evaluation data with ground truth",
+                              "give labels or a truth file, or budget the output cosine")
+        return score.task_drop
+
+    def holds(self, score: Score) -> bool:
+        if self.metric == COSINE_DROP:
+            return score.cosine >= 1.0 - self.max_drop
+        return self.drop(score) <= self.max_drop
+
+    def describe(self) -> str:
+        unit = f"{self.task_metric} points" if self.task_metric else "of output cosine"
+        return f"drop ≤ {self.max_drop:g} {unit}"
+
+    def checks(self, tier: str, subject: str, stats: Sequence[OutputStats], reference_metric: float | None = None,
+               test_metric: float | None = None) -> list[Check]:
+        """The gate: one drop-in-points check with truth (`*_metric` are the task metric of both engines, in %),
+        else a cosine check per output."""
+        if self.task_metric is not None:
+            if reference_metric is None or test_metric is None:
+                raise ConfigError(f"a {self.task_metric} budget needs evaluation data with ground truth",
+                                  "give labels or a truth file, or budget the output cosine")
+            return [Check(tier, subject, self.metric, reference_metric - test_metric, self.max_drop, False,
+                          stats[0].output if stats else "")]
+        return [Check(tier, subject, "cosine", s.cosine, 1.0 - self.max_drop, True, s.output) for s in stats]
+
+
+# ---------------------------------------------------------------- a metric for searches over models (pruning)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """Higher is better, in % ("points"): the task's primary metric with truth, else the output cosine x100."""
+
+    name: str
+    score: Callable[[Sequence[np.ndarray]], float]     # the model's outputs -> value
+
+
+def task_metric(reference: Sequence[np.ndarray], task=None, truth: Sequence | None = None) -> Metric:
+    """What a pruning budget is measured in: the same metric as the INT8 budget and the parity gates."""
+    if task is not None and truth is not None:
+        return Metric(f"{metric_label(task.primary)} %", lambda outputs: task.score(list(outputs), truth))
+    return Metric("cosine to unpruned x100",
+                  lambda outputs: 100.0 * min(cosine(r, o) for r, o in zip(reference, outputs)))
+
+
+# ---------------------------------------------------------------- the report
+
+
+@dataclass(frozen=True)
 class ParityReport:
-    checks: list[Check] = field(default_factory=list)
+    checks: tuple[Check, ...] = ()
     outputs: dict[str, list[dict]] = field(default_factory=dict)    # tier -> per-output stats
     accuracy: dict[str, float] = field(default_factory=dict)        # engine -> the task's primary metric, %
     metric: str = "top1"                                            # the primary metric's name
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)   # engine -> every task metric
     samples: int = 0
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
+    extra: dict = field(default_factory=dict)                       # tier -> details (agreement, runtime, ...)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "checks", tuple(self.checks))
+        object.__setattr__(self, "notes", tuple(self.notes))
+
+    def extended(self, *, checks: Sequence[Check] = (), tier: str | None = None, stats: Sequence[OutputStats] = (),
+                 metrics: dict | None = None, notes: Sequence[str] = (), extra: dict | None = None) -> "ParityReport":
+        """A new report with more checks, a tier's per-output stats, engines' task metrics and notes."""
+        outputs = dict(self.outputs)
+        if tier is not None and stats:
+            outputs[tier] = [asdict(s) for s in stats]
+        all_metrics = {**self.metrics, **(metrics or {})}
+        accuracy = {engine: m[self.metric] for engine, m in all_metrics.items() if self.metric in m}
+        return replace(self, checks=self.checks + tuple(checks), outputs=outputs, metrics=all_metrics,
+                       accuracy=accuracy, notes=self.notes + tuple(notes), extra={**self.extra, **(extra or {})})
 
     @property
     def passed(self) -> bool:
@@ -115,7 +295,7 @@ class ParityReport:
         for tier, stats in self.outputs.items():
             for s in stats:
                 out.append(f"    tier {tier} [{s['output']}]: max_abs {s['max_abs']:.3g}  cosine {s['cosine']:.8f}  SNR {s['snr_db']:.1f} dB")
-        name = "top-1" if self.metric == "top1" else self.metric.replace("_", " ")
+        name = metric_label(self.metric)
         for engine, acc in self.accuracy.items():
             out.append(f"    {name} {engine}: {acc:.2f} %")
         out.extend(c.line() for c in self.checks)
@@ -126,7 +306,8 @@ class ParityReport:
         return {
             "passed": self.passed, "samples": self.samples, "outputs": self.outputs, "accuracy": self.accuracy,
             "metric": self.metric, "metrics": self.metrics,
-            "checks": [dict(asdict(c), passed=c.passed) for c in self.checks], "notes": self.notes,
+            "checks": [dict(asdict(c), passed=c.passed) for c in self.checks], "notes": list(self.notes),
+            **({"tiers": self.extra} if self.extra else {}),
         }
 
     def raise_if_failed(self) -> None:

@@ -1,90 +1,172 @@
-"""`edgekit build`: chain the stages. Each stage is one call; this module only orders them.
+"""`edgekit build`: declared stages, chained over one build record.
 
-source -> export (StaticModel, checked) -> quantize (QuantizedModel) -> lite (.nb +
-x86 twin) -> parity (ParityReport, gates) -> package (Bundle, atomic).
+Each stage is a function `BuildRecord -> BuildRecord` (`edgekit.stages`) with a
+declaration: the record fields it needs, the fields it provides, and when the build
+needs it at all (by model kind, precision, target, options). `plan` picks the stages
+a configuration needs and refuses an order in which a stage would run before what it
+needs is provided, before anything runs; `run_stages` runs them and times each.
+Adding a stage is one function plus one line in `STAGES`.
+
+    model in (inputs | load | import) -> data -> export -> prune -> reference -> coverage
+    -> quantize | simulate -> lite -> twin -> parity (A) -> simulation (B) -> emulation (C)
+    -> gates -> prune-report -> package
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
-import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Sequence
 
-import numpy as np
-
-from . import bundle as bundle_mod
-from . import parity
-from .artifacts import QuantizedModel, StaticModel
+from . import atomic, stages
+from .bundle import Bundle
 from .config import BuildConfig
-from .data import Samples, load_samples, read_labels, write_preprocess
-from .errors import BundleError, UnsupportedOpsError
-from .host_checks import golden_tolerances, host_parity, int8_budget
-from .manifest import build_manifest
+from .errors import BundleError, EdgekitError
+from .parity import ParityReport
+from .record import BuildRecord
 from .tables import PRECISIONS, TARGETS, Precision
 
 log = logging.getLogger(__name__)
 
-STAGES = ("export", "prune", "data", "coverage", "quantize", "lite", "twin", "parity", "package")
 Progress = Callable[[str, str], None]   # (stage, "start" | "done")
+STAGING_PREFIX = ".edgekit-staging-"
+GIVEN = ("cfg", "work", "staging")      # what every record starts with
+
+
+class StageOrderError(EdgekitError):
+    """A stage declared to need what no earlier stage provides: a bug in the declarations, caught before running."""
+
+    exit_code = 1
+
+
+def _always(cfg: BuildConfig) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    run: Callable[[BuildRecord], BuildRecord]
+    needs: tuple[str, ...] = ()
+    provides: tuple[str, ...] = ()
+    when: Callable[[BuildConfig], bool] = _always
+
+
+# ---------------------------------------------------------------- when each stage is needed
+
+def _factory(cfg: BuildConfig) -> bool:
+    return cfg.model.factory is not None
+
+
+def _onnx(cfg: BuildConfig) -> bool:
+    return cfg.model.model_file is not None and cfg.model.model_file.suffix.lower() == ".onnx"
+
+
+def _exported(cfg: BuildConfig) -> bool:
+    return not _factory(cfg) and not _onnx(cfg)
+
+
+def _pruning(cfg: BuildConfig) -> bool:
+    return cfg.prune is not None
+
+
+def _int8(cfg: BuildConfig) -> bool:
+    return cfg.precision is Precision.int8
+
+
+def _weights_rounded(cfg: BuildConfig) -> bool:
+    info = PRECISIONS[cfg.precision]
+    return info.opt_fp16 or info.opt_weight_quant is not None
+
+
+def _simulated(cfg: BuildConfig) -> bool:
+    return _int8(cfg) or _weights_rounded(cfg)
+
+
+def _emulable(cfg: BuildConfig) -> bool:
+    return TARGETS[cfg.target].emulation is not None
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("inputs", stages.factory_inputs, provides=("feeds",), when=_factory),
+    Stage("load", stages.load_exported, provides=("static", "feeds"), when=_exported),
+    Stage("import", stages.import_onnx, provides=("static", "feeds", "onnx_import"), when=_onnx),
+    Stage("data", stages.read_data, needs=("feeds",), provides=("evaluation",)),
+    Stage("export", stages.export_factory, needs=("feeds", "evaluation"), provides=("static",), when=_factory),
+    Stage("prune", stages.prune, needs=("static", "evaluation"), provides=("static", "pruned"), when=_pruning),
+    Stage("reference", stages.cross_check_reference, needs=("static", "evaluation"), provides=("static",), when=_exported),
+    Stage("coverage", stages.coverage, needs=("static",)),
+    Stage("quantize", stages.quantize_int8, needs=("static", "evaluation", "calibration"),
+          provides=("quantized", "search", "reference"), when=_int8),
+    Stage("simulate", stages.simulate_weights, needs=("static",), provides=("quantized",), when=_weights_rounded),
+    Stage("lite", stages.convert_target, needs=("static", "evaluation"), provides=("device",)),
+    Stage("twin", stages.convert_twin, needs=("static", "evaluation", "device"), provides=("twin",)),
+    Stage("parity", stages.tier_a, needs=("static", "evaluation", "twin"), provides=("report", "reference")),
+    Stage("simulation", stages.tier_b, needs=("report", "quantized"), provides=("report", "simulated"), when=_simulated),
+    Stage("emulation", stages.tier_c, needs=("report", "device", "evaluation"), provides=("report", "emulation"),
+          when=_emulable),
+    Stage("gates", stages.gates, needs=("report",)),
+    Stage("prune-report", stages.prune_report, needs=("pruned", "report", "device"), when=_pruning),
+    Stage("package", stages.write_bundle, needs=("static", "evaluation", "report", "device", "twin"), provides=("bundle",)),
+)
+
+
+def plan(cfg: BuildConfig, declared: Sequence[Stage] = STAGES) -> tuple[Stage, ...]:
+    """The stages `cfg` needs, in order; a stage needing what no earlier one provides is refused here."""
+    chosen = tuple(s for s in declared if s.when(cfg))
+    have = set(GIVEN)
+    if cfg.data.calibration is not None:   # read by the data stage when given (int8 requires it: config checks)
+        have.add("calibration")
+    for stage in chosen:
+        missing = [need for need in stage.needs if need not in have]
+        if missing:
+            raise StageOrderError(f"stage {stage.name!r} needs {', '.join(missing)}, which no earlier stage provides",
+                                  "this is a bug in edgekit's stage declarations: please report it")
+        have.update(stage.provides)
+    return chosen
+
+
+def run_stages(record: BuildRecord, chosen: Sequence[Stage], progress: Progress) -> BuildRecord:
+    for stage in chosen:
+        progress(stage.name, "start")
+        start = time.monotonic()
+        record = stage.run(record)
+        lacking = [name for name in stage.provides if getattr(record, name) is None]
+        if lacking:
+            raise StageOrderError(f"stage {stage.name!r} did not provide {', '.join(lacking)}",
+                                  "this is a bug in edgekit's stage declarations: please report it")
+        record = record.with_(timings={**record.timings, stage.name: round(time.monotonic() - start, 3)})
+        progress(stage.name, "done")
+    return record
 
 
 @dataclass
 class BuildResult:
-    bundle: bundle_mod.Bundle
-    report: parity.ParityReport
+    bundle: Bundle
+    report: ParityReport
     timings: dict = field(default_factory=dict)
     quant_search: list = field(default_factory=list)     # the int8 search's summary lines
     prune: object | None = None          # edgekit.prune.PruneReport when --prune was given
 
 
-@dataclass
-class _Run:
-    cfg: BuildConfig
-    work: Path
-    progress: Progress
-    timings: dict = field(default_factory=dict)
-    commands: list = field(default_factory=list)
-    onnx_import: dict | None = None     # the ONNX import report (names, feeds, ONNX Runtime check)
-
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        assert name in STAGES, name   # internal invariant, not user input
-        self.progress(name, "start")
-        start = time.monotonic()
-        yield
-        self.timings[name] = round(time.monotonic() - start, 3)
-        self.progress(name, "done")
-
-
-def _synthetic(model: StaticModel, count: int) -> Samples:
-    rng = np.random.default_rng(0)
-    inputs = {}
-    for spec in model.feeds:
-        shape = spec.concrete(count)
-        inputs[spec.name] = rng.standard_normal(shape).astype(spec.dtype) if spec.dtype.startswith("float") \
-            else rng.integers(0, 2, shape).astype(spec.dtype)
-    return Samples(inputs, None, (), "synthetic N(0,1), seed 0")
-
-
-def _check_shapes(model: StaticModel, samples: Samples, what: str) -> None:
-    from .errors import DataError
-
-    for spec in model.feeds:
-        arr = samples.inputs[spec.name]
-        want = spec.shape
-        if arr.ndim != len(want) or any(w != -1 and w != g for w, g in zip(want[1:], arr.shape[1:])):
-            raise DataError(f"{what} input {spec.name!r} has per-sample shape {list(arr.shape[1:])}, the model wants {list(want[1:])}",
-                            "fix the preprocessing resize/crop/layout or the tensor file")
-
-
-STAGING_PREFIX = ".edgekit-staging-"
+def build(cfg: BuildConfig, progress: Progress = lambda stage, state: None) -> BuildResult:
+    chosen = plan(cfg)
+    try:
+        cfg.out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BundleError(f"cannot create the output folder {cfg.out_dir}: {exc.strerror}", "pass a writable --out") from exc
+    _remove_stale_staging(cfg.out_dir)
+    # beside the destination, so the final rename is atomic; the pid lets a later run recognise
+    # staging left by a killed process
+    with atomic.staging_dir(cfg.out_dir, f"{STAGING_PREFIX}{os.getpid()}-") as work:
+        (work / "bundle").mkdir()
+        done = run_stages(BuildRecord(cfg, work, work / "bundle"), chosen, progress)
+    return BuildResult(done.bundle, done.report, dict(done.timings), done.search.lines() if done.search else [],
+                       done.pruned.report if done.pruned is not None else None)
 
 
 def _remove_stale_staging(out_dir: Path) -> None:
@@ -99,262 +181,3 @@ def _remove_stale_staging(out_dir: Path) -> None:
             shutil.rmtree(folder, ignore_errors=True)
         except PermissionError:   # alive, owned by someone else
             continue
-
-
-def build(cfg: BuildConfig, progress: Progress = lambda stage, state: None) -> BuildResult:
-    from . import export as export_stage
-
-    try:
-        cfg.out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BundleError(f"cannot create the output folder {cfg.out_dir}: {exc.strerror}", "pass a writable --out") from exc
-    _remove_stale_staging(cfg.out_dir)
-    # staging beside the destination so the final rename is atomic (same filesystem); absolute because
-    # PaddleSlim runs inside its own working directory; the pid lets a later run recognise staging
-    # left by a killed process
-    work = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=cfg.out_dir)).absolute()
-    try:
-        return _build(cfg, _Run(cfg, work, progress), export_stage)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def _build(cfg: BuildConfig, run: _Run, export_stage) -> BuildResult:
-    from . import lite as lite_stage
-    from .lite.rewrite import flatten_to_reshape
-    from .lite.runtime import LiteRunner
-
-    labels = read_labels(cfg.data.labels) if cfg.data.labels else None
-    staging = run.work / "bundle"
-    staging.mkdir()
-    loaded: list[Samples] = []
-
-    def evaluation_for(model: StaticModel) -> Samples | None:
-        """The evaluation data, read and preprocessed once, by the first stage that needs it."""
-        if cfg.data.evaluation is None:
-            return None
-        if not loaded:
-            aliases = run.onnx_import["feeds"] if run.onnx_import else None
-            loaded.append(_load(cfg, model, cfg.data.evaluation, labels, aliases))
-        return loaded[0]
-
-    with run.stage("export"):
-        (run.work / "export").mkdir()
-        if cfg.model.factory:
-            # the export check needs inputs: evaluation data when given, else seeded random tensors
-            probe = StaticModel(Path(), None, cfg.model.inputs, (), "dygraph")
-            probe_samples = evaluation_for(probe) or _synthetic(probe, 4)
-            if cfg.prune is None:   # a pruned factory model is exported by the prune stage, after pruning
-                static = export_stage.export_dygraph(cfg.model, run.work / "export", dict(probe_samples.head(8).inputs))
-        elif cfg.model.model_file is not None and cfg.model.model_file.suffix.lower() == ".onnx":
-            from .export.onnx_import import import_onnx
-
-            # checked against ONNX Runtime inside: no Executor-vs-Paddle-Inference cross check later
-            static, run.onnx_import = import_onnx(cfg.model.model_file, run.work / "export",
-                                                  {spec.name: spec.shape for spec in cfg.model.inputs},
-                                                  timeout=cfg.tool_timeout)
-        else:
-            static = export_stage.load_inference(cfg.model, run.work / "export")
-
-    pruned = None
-    if cfg.prune is not None:
-        from .prune import measure_nb, prune_factory_model, prune_inference_model
-
-        with run.stage("prune"):
-            (run.work / "prune").mkdir()
-            evaluation = evaluation_for(static if not cfg.model.factory else probe)
-            evaluation = evaluation.head(cfg.gates.max_samples) if evaluation is not None else None
-            if cfg.model.factory:
-                pruned = prune_factory_model(cfg.model, cfg.prune, run.work / "prune", evaluation)
-            else:
-                pruned = prune_inference_model(static, cfg.prune, run.work / "prune", evaluation)
-            (run.work / "prune" / "nb").mkdir()
-            measure_nb(pruned, run.work / "prune" / "nb", cfg.tool_timeout)
-            static = pruned.model
-
-    with run.stage("data"):
-        aliases = run.onnx_import["feeds"] if run.onnx_import else None
-        evaluation = evaluation_for(static)
-        calibration = _load(cfg, static, cfg.data.calibration, labels, aliases) if cfg.data.calibration else None
-        evaluation = evaluation or calibration or _synthetic(static, 16)
-        task, truth = _task_and_truth(cfg, evaluation)           # full-length truth, cut with the samples
-        evaluation = evaluation.head(cfg.gates.max_samples)
-        truth = truth[:len(evaluation)] if truth is not None else None
-        if static.origin == "inference":
-            static = export_stage.cross_check(static, dict(evaluation.head(8).inputs))
-
-    target_info = TARGETS[cfg.target]
-    with run.stage("coverage"):
-        _coverage(static, target_info.opt_places, cfg, "target " + cfg.target.value)
-        if target_info.opt_places != "x86":
-            _coverage(static, "x86", cfg, "the x86 twin (host parity)")
-
-    quantized: QuantizedModel | None = None
-    search = None
-    reference = None           # FP32 outputs on the evaluation samples, when the int8 search already ran them
-    data_warnings: list[str] = []
-    if cfg.precision is Precision.int8:
-        from .quantize.search import SearchPlan, quantize_to_budget
-        from .quantize.sensitivity import Budget, Evaluator
-
-        with run.stage("quantize"):
-            (run.work / "quant").mkdir()
-            q = cfg.quant
-            budget = int8_budget(cfg, "points" if truth is not None else "cosine")
-            plan = SearchPlan(Budget.for_data(budget, task.primary if truth is not None else None),
-                              q.search_algos or (q.algo,), q.fallback, q.max_float_fraction, q.sensitivity_method,
-                              q.sensitivity_samples, q.analyse_layers)
-            # a miss still hands on the best found: tier B (the same budget) then fails with exit 9 and the table
-            judge = Evaluator.for_model(static, evaluation, task=task if truth is not None else None, truth=truth)
-            search = quantize_to_budget(static, calibration, evaluation, q, plan, run.work / "quant", q.cache_dir,
-                                        evaluator=judge)
-            quantized, reference = search.quantized, judge.reference
-            from .quantize.datacheck import check_calibration
-
-            data_warnings = check_calibration(calibration.inputs, evaluation.inputs if cfg.data.evaluation else None,
-                                              quantized.calibration_samples)
-            for warning in data_warnings:
-                log.warning("%s", warning)
-            _coverage(quantized.model, target_info.opt_places, cfg, f"the quantised model on {cfg.target.value}")
-
-    precision_info = PRECISIONS[cfg.precision]
-    if precision_info.opt_fp16 or precision_info.opt_weight_quant:
-        from .quantize.weight_only import simulate
-
-        with run.stage("quantize"):   # opt does the real work; this is the host's simulation for tier B
-            quantized = simulate(static, cfg.precision.value, run.work / "simulated")
-
-    with run.stage("lite"):
-        device_input = quantized.model if quantized and cfg.precision is Precision.int8 else static
-        rewrites: tuple[dict, ...] = ()
-        if target_info.opt_places == "x86":
-            device_input, info = flatten_to_reshape(device_input, run.work / "rewrite-target", dict(evaluation.head(4).inputs))
-            rewrites = (info,) if info else ()
-        device = lite_stage.convert(device_input, target_info.opt_places, staging / "model.nb", timeout=cfg.tool_timeout,
-                                    target=cfg.target.value, precision=cfg.precision.value, rewrites=rewrites,
-                                    fp16=precision_info.opt_fp16, weight_quant=precision_info.opt_weight_quant)
-        if precision_info.opt_fp16:
-            _require_fp16_kernels(device.nb_file)
-
-    with run.stage("twin"):
-        if target_info.opt_places == "x86" and not quantized:
-            twin = device
-            twin_file = staging / "model.nb"
-        else:
-            (staging / "host").mkdir()
-            twin_input, info = flatten_to_reshape(static, run.work / "rewrite-twin", dict(evaluation.head(4).inputs))
-            twin = lite_stage.convert(twin_input, "x86", staging / "host" / "model_x86.nb", timeout=cfg.tool_timeout,
-                                      target="x86", precision="fp32", rewrites=(info,) if info else ())
-            twin_file = twin.nb_file
-
-    with run.stage("parity"):
-        report = host_parity(cfg, static, quantized, twin_file, evaluation, LiteRunner, task, truth, reference)
-        if search is not None and not search.holds:
-            report.notes.extend(line.strip() for line in search.lines(with_notes=False))
-        report.notes.extend(f"calibration data: {w}" for w in data_warnings)
-        if pruned is not None and pruned.report.metric_name == "top-1 %" and "int8 simulated" in report.accuracy:
-            pruned.report.metric["int8 simulated"] = report.accuracy["int8 simulated"]
-        report.raise_if_failed()      # no bundle for a model that failed its gates
-
-    with run.stage("package"):
-        golden_n = min(cfg.gates.golden_count, len(evaluation))
-        golden_in = evaluation.spread(golden_n)
-        ref_golden = export_stage.StaticRunner(static).run(golden_in.inputs)
-        golden = bundle_mod.write_golden(staging / "golden", golden_in.inputs, ref_golden, static.fetches,
-                                         golden_tolerances(cfg, report, ref_golden), golden_in.labels)
-        write_preprocess(staging / "preprocess.json", cfg.data.preprocess, static.feed_names)
-        if cfg.data.labels:
-            shutil.copyfile(cfg.data.labels, staging / "labels.txt")
-        (staging / "parity.txt").write_text("\n".join(report.lines()) + "\n", encoding="utf-8")
-        if task is not None:   # what `edgekit run` and the apps need to post-process outputs
-            (staging / "task.json").write_text(json.dumps({"kind": task.kind.value, "primary": task.primary,
-                                                           "options": task.options()}, ensure_ascii=False, indent=1,
-                                                          sort_keys=True) + "\n", encoding="utf-8")
-        if search is not None:
-            from .quantize.report import write_report
-
-            write_report(search, staging / "quant", nb_bytes=device.nb_file.stat().st_size)
-        manifest = build_manifest(cfg, run.timings, run.onnx_import, static, quantized, device, twin, report, evaluation, calibration, golden,
-                             pruned.unpruned if pruned is not None and not cfg.model.factory else None)
-        manifest["task"] = {"kind": task.kind.value, "primary": task.primary, "metrics": report.metrics} if task else None
-        if search is not None:
-            manifest["quantization"]["search"] = search.to_json()
-            manifest["quantization"]["data_checks"] = data_warnings
-        if pruned is not None:
-            pruned.report.record_nb(f"bundle {cfg.target.value} {cfg.precision.value}", lite_stage.read_header(device.nb_file))
-            if quantized is not None and cfg.precision is Precision.int8 and pruned.unpruned is not None:
-                _unpruned_int8_size(cfg, run, pruned, calibration, quantized.algo)
-            (staging / "prune.txt").write_text("\n".join(pruned.report.lines()) + "\n", encoding="utf-8")
-            manifest["pruning"] = dict(pruned.report.to_json(), seconds=pruned.seconds)
-        result_bundle = bundle_mod.finalize(staging, cfg.bundle_dir, manifest)
-    return BuildResult(result_bundle, report, dict(run.timings), search.lines() if search is not None else [],
-                       pruned.report if pruned is not None else None)
-
-
-def _require_fp16_kernels(nb_file: Path) -> None:
-    """opt silently ignores --enable_fp16 when it was built without ARMv8.2 FP16 support."""
-    from .errors import ConversionError
-    from .lite.nbfile import kernels
-
-    if not any(k.precision == "FP16" for k in kernels(nb_file)):
-        raise ConversionError(
-            "paddle_lite_opt wrote an FP32 model for --quant fp16: the paddlelite wheel's opt was built without "
-            "ARMv8.2 FP16 support (LITE_WITH_ARM82_FP16), so --enable_fp16 has no effect",
-            "use --quant int16-weight (half-size weights, near-lossless) or int8, or an opt built with FP16 support")
-
-
-def _unpruned_int8_size(cfg: BuildConfig, run: _Run, pruned, calibration: Samples, algo: str) -> None:
-    """The comparison a pruning report needs: the unpruned model through the same int8 path and opt."""
-    from dataclasses import replace
-
-    from . import lite as lite_stage
-    from .quantize import quantize_int8
-
-    folder = run.work / "unpruned-int8"
-    folder.mkdir()
-    base = quantize_int8(pruned.unpruned, calibration, replace(cfg.quant, algo=algo), folder)
-    nb = lite_stage.convert(base.model, TARGETS[cfg.target].opt_places, folder / "model.nb", timeout=cfg.tool_timeout,
-                            target=cfg.target.value, precision="int8")
-    pruned.report.record_nb(f"unpruned {cfg.target.value} int8", lite_stage.read_header(nb.nb_file))
-
-
-def _task_and_truth(cfg: BuildConfig, evaluation: Samples):
-    """The task and the ground truth of the evaluation samples; (None, None): output agreement only."""
-    from .errors import ConfigError
-    from .tasks import find_truth, make_task
-
-    stored = find_truth(cfg.data.evaluation, len(evaluation)) if cfg.data.evaluation else None
-    if stored is not None:
-        if cfg.task.kind is not None and cfg.task.kind != stored.task.kind.value:
-            raise ConfigError(f"[task] kind is {cfg.task.kind} but {stored.path} holds {stored.task.kind.value} truth",
-                              "drop [task] kind or use evaluation data of that task")
-        task = make_task(stored.task.kind, {**stored.task.options(), **cfg.task.options}) if cfg.task.options else stored.task
-        return task, stored.values
-    if evaluation.labels is not None:
-        return make_task(cfg.task.kind or "classification", cfg.task.options), [int(v) for v in evaluation.labels]
-    return None, None
-
-
-def _load(cfg: BuildConfig, model: StaticModel, path: Path, labels, aliases: dict | None = None) -> Samples:
-    """Load data for `model`; `aliases` maps ONNX input names (as users name .npz arrays) to program feeds."""
-    to_feed = dict(aliases or {})
-    to_source = {feed: name for name, feed in to_feed.items()}
-    samples = load_samples(path, [to_source.get(n, n) for n in model.feed_names], cfg.data.preprocess, labels)
-    samples = Samples({to_feed.get(k, k): v for k, v in samples.inputs.items()}, samples.labels, samples.files, samples.source)
-    _check_shapes(model, samples, str(path))
-    dtypes = {f.name: f.dtype for f in model.feeds}
-    # tensors saved as float64 (numpy's default) feed a float32 model as float32
-    return Samples({k: v.astype(dtypes[k], copy=False) for k, v in samples.inputs.items()}, samples.labels,
-                   samples.files, samples.source)
-
-
-def _coverage(model: StaticModel, places: str, cfg: BuildConfig, what: str) -> None:
-    from .lite import supported_ops, unsupported_ops
-
-    missing = unsupported_ops(model, supported_ops(places, timeout=cfg.tool_timeout))
-    if missing:
-        listing = "; ".join(m.describe() for m in missing[:6]) + (f"; ... {len(missing) - 6} more" if len(missing) > 6 else "")
-        kinds = sorted({m.op_type for m in missing})
-        raise UnsupportedOpsError(f"Paddle-Lite 2.13rc0 has no kernel for {', '.join(kinds)} on {what}: {listing}",
-                                  "replace those layers with supported ops (see `paddle_lite_opt --print_supported_ops`), "
-                                  "or pick another --target")

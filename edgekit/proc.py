@@ -1,19 +1,26 @@
-"""The one wrapper for external processes (opt children, X2Paddle, adb, ...).
+"""The one wrapper for external processes (opt children, X2Paddle, compilers, qemu, ...).
 
 Every call captures output, applies a timeout, and returns a `ProcessRecord` the
 caller stores in the manifest. A death by signal becomes a typed error instead of
 taking the CLI down.
+
+Python children (`python -m edgekit.<...>._child '<json request>'`) keep C++ crashes
+of the toolchain out of the CLI's process. They answer with one protocol: a stdout
+line `EDGEKIT-RESULT <json>` on success or `EDGEKIT-ERROR <json>` for a failure they
+caught (`emit_result` / `emit_error`); no such line means the child died.
+`run_child` starts one and returns its record with the parsed answer.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from .errors import ToolError
 
@@ -79,6 +86,47 @@ def run(
     )
 
 
-def python_module(module: str, *args: str, timeout: float, what: str = "") -> ProcessRecord:
-    """Run `python -m module args` with this interpreter (used to isolate C++ crashes)."""
-    return run([sys.executable, "-m", module, *args], timeout=timeout, what=what or module)
+
+RESULT_MARK = "EDGEKIT-RESULT "
+ERROR_MARK = "EDGEKIT-ERROR "
+
+
+@dataclass(frozen=True)
+class ChildAnswer:
+    record: ProcessRecord
+    result: dict | None        # the EDGEKIT-RESULT payload, when the child finished its work
+    error: dict | None         # the EDGEKIT-ERROR payload, when the child caught a failure
+
+    @property
+    def ok(self) -> bool:
+        return self.record.returncode == 0 and self.result is not None
+
+    def cause(self) -> str:
+        """Why the child gave no result, in a few words (for the caller's one-line error)."""
+        if self.record.signal_name:
+            return f"died from {self.record.signal_name}"
+        return f"exited with {self.record.returncode}"
+
+
+def run_child(module: str, request: Mapping[str, Any], *, timeout: float, what: str, cwd: str | None = None) -> ChildAnswer:
+    """Run `python -m module '<json request>'` with this interpreter and parse its answer line."""
+    record = run([sys.executable, "-m", module, json.dumps(dict(request))], timeout=timeout, cwd=cwd, what=what)
+    result = error = None
+    for line in record.stdout.splitlines():
+        if line.startswith(RESULT_MARK):
+            result = json.loads(line[len(RESULT_MARK):])
+        elif line.startswith(ERROR_MARK):
+            error = json.loads(line[len(ERROR_MARK):])
+    return ChildAnswer(record, result, error)
+
+
+def emit_result(payload: Mapping[str, Any]) -> None:
+    """Child side: the success line (flushes what the toolchain printed first, so the line comes last)."""
+    sys.stdout.flush()
+    print(RESULT_MARK + json.dumps(dict(payload)), flush=True)
+
+
+def emit_error(payload: Mapping[str, Any]) -> None:
+    """Child side: a failure the child caught and described."""
+    sys.stdout.flush()
+    print(ERROR_MARK + json.dumps(dict(payload)), flush=True)

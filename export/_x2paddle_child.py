@@ -4,10 +4,9 @@ Usage: python -m edgekit.export._x2paddle_child '<json request>', started by
 `onnx_import` with the working directory set to a scratch folder (X2Paddle puts
 its output folder on sys.path and imports the Python code it generated there).
 
-The request holds `onnx` (the sanitised, shape-fixed copy) and `save_dir`. The
-last stdout line is `EDGEKIT-RESULT <json>` on success, `EDGEKIT-ERROR <json>`
-when X2Paddle raised or called exit() (it prints a `paddle.jit.save` error and
-exits with status 0); no such line means the child died.
+The request holds `onnx` (the sanitised, shape-fixed copy) and `save_dir`. It
+answers with `edgekit.proc`'s child protocol: an error line also when X2Paddle
+called exit() (it prints a `paddle.jit.save` error and exits with status 0).
 """
 
 from __future__ import annotations
@@ -17,8 +16,7 @@ import os
 import sys
 import traceback
 
-RESULT_MARK = "EDGEKIT-RESULT "
-ERROR_MARK = "EDGEKIT-ERROR "
+from edgekit.proc import emit_error, emit_result
 
 
 def _last_line(text: str) -> str:
@@ -47,16 +45,14 @@ def main(argv: list[str]) -> int:
         if isinstance(exc, SyntaxError):   # generated code that does not compile: show the offending line
             error["code_line"] = (exc.text or "").strip()
         traceback.print_exc()
-        print(ERROR_MARK + json.dumps(error), flush=True)
+        emit_error(error)
         return 1
     model = os.path.join(save_dir, "inference_model", "model.pdmodel")
     params = os.path.join(save_dir, "inference_model", "model.pdiparams")
     import paddle
     import x2paddle
 
-    sys.stdout.flush()
-    print(RESULT_MARK + json.dumps({"model_file": model, "params_file": params, "x2paddle": x2paddle.__version__,
-                                    "paddle": paddle.__version__}), flush=True)
+    emit_result({"model_file": model, "params_file": params, "x2paddle": x2paddle.__version__, "paddle": paddle.__version__})
     return 0
 
 

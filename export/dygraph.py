@@ -10,7 +10,8 @@ import numpy as np
 
 from edgekit.artifacts import StaticModel
 from edgekit.config import InputSpec, ModelConfig
-from edgekit.errors import ExportError, InputModelError
+from edgekit.errors import ExportError, InputModelError, ParityError
+from edgekit.parity import differences, worst_max_abs
 from edgekit.imports import import_callable
 
 from . import program as prog
@@ -153,7 +154,11 @@ def export_layer(layer, inputs: Sequence[InputSpec], out_dir: Path, samples: Map
     if len(dyn_outs) != len(static_outs):
         raise ExportError(f"the dynamic model returns {len(dyn_outs)} outputs, the exported program {len(static_outs)}",
                           "return a tensor or a flat tuple of tensors from forward()")
-    worst = max(float(np.max(np.abs(a.astype(np.float64) - b))) if a.size else 0.0 for a, b in zip(dyn_outs, static_outs))
+    try:
+        worst = worst_max_abs(differences(dyn_outs, static_outs, [f"output {i}" for i in range(len(dyn_outs))]))
+    except ParityError as exc:
+        raise ExportError(f"the exported {what} does not match the dynamic model: {exc.message}",
+                          "return the same tensors from forward() in eval mode as when traced") from exc
     if not np.isfinite(worst) or worst > EXPORT_MAX_ABS:
         raise ExportError(f"the exported {what} differs from the dynamic model by {worst:.3g} (limit {EXPORT_MAX_ABS:g})",
                           "check for layers that behave differently in eval mode or when traced")

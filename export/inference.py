@@ -10,7 +10,8 @@ import numpy as np
 
 from edgekit.artifacts import StaticModel
 from edgekit.config import InputSpec, ModelConfig
-from edgekit.errors import InputModelError
+from edgekit.errors import InputModelError, ParityError
+from edgekit.parity import differences, output_scale, worst_max_abs
 
 from . import program as prog
 from .runner import StaticRunner, run_paddle_inference
@@ -80,9 +81,12 @@ def cross_check(model: StaticModel, samples: dict[str, np.ndarray]) -> StaticMod
     """Check the reference engine against a second one; disagreement means neither can be trusted."""
     ours = StaticRunner(model).run(samples)
     theirs = run_paddle_inference(model, samples)
-    worst = max(float(np.max(np.abs(a.astype(np.float64) - b))) if a.size else 0.0 for a, b in zip(ours, theirs))
-    scale = max(float(np.max(np.abs(a))) if a.size else 0.0 for a in ours)
-    if not np.isfinite(worst) or worst > ENGINE_AGREEMENT * max(1.0, scale):
+    try:
+        worst = worst_max_abs(differences(ours, theirs, model.fetches))
+    except ParityError as exc:
+        raise InputModelError(f"the static executor and Paddle Inference disagree on this model: {exc.message}",
+                              "the reference cannot be trusted: report the model; try re-exporting it with Paddle 2.6") from exc
+    if not np.isfinite(worst) or worst > ENGINE_AGREEMENT * max(1.0, output_scale(ours)):
         raise InputModelError(f"the static executor and Paddle Inference disagree on this model by {worst:.3g}",
                               "the reference cannot be trusted: report the model; try re-exporting it with Paddle 2.6")
     log.info("reference check: Executor vs Paddle Inference (no IR passes) max abs %.3g", worst)

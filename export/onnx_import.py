@@ -8,7 +8,7 @@ X2Paddle 1.6.0 writes ONNX names into generated Python code as `x2paddle_<name>`
 after replacing only ` .*?\\/-:;`; other characters (`@`, `+`, `[`, ...) give a
 SyntaxError, and its replacement is not collision-free (`a.b`, `a:b` and `a_b` all
 become `x2paddle_a_b`). So every name outside `[A-Za-z0-9_]` is
-rewritten here, injectively, before X2Paddle sees the model (FACTS.md).
+rewritten here, injectively, before X2Paddle sees the model (docs/toolchain.md).
 
 A model that converts but disagrees with ONNX Runtime raises `InputModelError`,
 like `inference.cross_check` does when two engines disagree: the imported model is
@@ -20,11 +20,9 @@ X2Paddle failures are `ExportError` (exit 5): for ONNX, X2Paddle is the export s
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Iterator, Mapping
@@ -35,15 +33,13 @@ from edgekit import proc
 from edgekit.artifacts import StaticModel, sha256_file
 from edgekit.config import InputSpec
 from edgekit.errors import ConfigError, ExportError, InputModelError, ToolError
-from edgekit.parity import cosine, max_abs
+from edgekit.parity import Tolerance, differences, output_scale
 
 from . import program as prog
 
 log = logging.getLogger(__name__)
 
 CHILD = "edgekit.export._x2paddle_child"
-RESULT_MARK = "EDGEKIT-RESULT "
-ERROR_MARK = "EDGEKIT-ERROR "
 FEED_PREFIX = "x2paddle_"          # X2Paddle names every variable x2paddle_<onnx name>
 X2PADDLE_MAX_OPSET = 15            # newer opsets are translated with X2Paddle's opset-15 rules
 ORT_MAX_ABS = 1e-4                 # times max(1, largest |output|), per output
@@ -231,15 +227,9 @@ def _run_x2paddle(clean_onnx: Path, save_dir: Path, source: Path, timeout: float
                   dynamic_hint: str) -> tuple[dict, proc.ProcessRecord]:
     request = {"onnx": str(clean_onnx), "save_dir": str(save_dir)}
     # cwd: X2Paddle imports the code it generates from sys.path and may leave files behind
-    record = proc.run([sys.executable, "-m", CHILD, json.dumps(request)], timeout=timeout,
-                      cwd=str(save_dir.parent), what="X2Paddle (ONNX -> Paddle)")
-    result = error = None
-    for line in record.stdout.splitlines():
-        if line.startswith(RESULT_MARK):
-            result = json.loads(line[len(RESULT_MARK):])
-        elif line.startswith(ERROR_MARK):
-            error = json.loads(line[len(ERROR_MARK):])
-    if record.returncode == 0 and result is not None:
+    answer = proc.run_child(CHILD, request, timeout=timeout, cwd=str(save_dir.parent), what="X2Paddle (ONNX -> Paddle)")
+    record, result, error = answer.record, answer.result, answer.error
+    if answer.ok:
         if not (Path(result["model_file"]).is_file() and Path(result["params_file"]).is_file()):
             raise ExportError(f"X2Paddle reported success on {source.name} but wrote no inference model: {record.tail(2)}",
                               "run with EDGEKIT_DEBUG=1 and report the model with this line")
@@ -380,12 +370,13 @@ def check_against_onnxruntime(model: StaticModel, onnx_path: Path, draws: list[d
                                       f"{list(out.shape[1:])} in the Paddle model X2Paddle made",
                                       "fix dynamic dimensions with --input, or export the model from Paddle directly")
             out = out.reshape(ref.shape)   # e.g. a scalar that X2Paddle keeps as shape [1]
-        scale = float(np.max(np.abs(ref))) if ref.size else 0.0
-        figures = {"output": name, "fetch": fetch, "shape": list(ref.shape[1:]), "max_abs": max_abs(ref, out),
-                   "cosine": cosine(ref, out), "scale": scale, "max_abs_limit": ORT_MAX_ABS * max(1.0, scale),
-                   "min_cosine": ORT_MIN_COSINE}
-        figures["passed"] = bool(np.isfinite(out).all() and np.isfinite(ref).all()
-                                 and figures["max_abs"] <= figures["max_abs_limit"] and figures["cosine"] >= ORT_MIN_COSINE)
+        scale = output_scale([ref])
+        (stats,) = differences([ref], [out], [name])
+        tolerance = Tolerance(ORT_MAX_ABS * max(1.0, scale), ORT_MIN_COSINE)
+        figures = {"output": name, "fetch": fetch, "shape": list(ref.shape[1:]), "max_abs": stats.max_abs,
+                   "cosine": stats.cosine, "scale": scale, "max_abs_limit": tolerance.max_abs,
+                   "min_cosine": ORT_MIN_COSINE,
+                   "passed": all(c.passed for c in tolerance.checks("import", "X2Paddle vs ONNX Runtime", [stats]))}
         outputs.append(figures)
         if not figures["passed"]:
             failures.append(figures)

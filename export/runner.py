@@ -1,7 +1,7 @@
 """The host reference engine: `paddle.static.Executor` on the saved program.
 
 Paddle Inference's default CPU passes gave a wrong answer on a real model
-(FACTS.md), so the reference is the plain static executor, checked against the
+(docs/toolchain.md), so the reference is the plain static executor, checked against the
 dynamic model at export and, for models given already exported, against Paddle
 Inference with IR optimisation switched off (two independent engines agreeing).
 """
@@ -15,14 +15,9 @@ import numpy as np
 
 from edgekit.artifacts import StaticModel
 from edgekit.errors import InputModelError
+from edgekit.runners import run_batched
 
 log = logging.getLogger(__name__)
-
-
-def _batches(inputs: Mapping[str, np.ndarray], batch: int):
-    total = len(next(iter(inputs.values())))
-    for start in range(0, total, batch):
-        yield {k: v[start:start + batch] for k, v in inputs.items()}
 
 
 def batch_limit(model: StaticModel) -> int:
@@ -56,12 +51,12 @@ class StaticRunner:
         return paddle.static.load_inference_model(str(model.model_file.with_suffix("")), self.exe)
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        outs: list[list[np.ndarray]] = []
         with self._paddle.static.scope_guard(self.scope):
-            for batch in _batches(inputs, batch_limit(self.model)):
-                res = self.exe.run(self.program, feed=dict(batch), fetch_list=self.fetch_vars, return_numpy=True)
-                outs.append([np.array(r, copy=True) for r in res])
-        return [np.concatenate([o[i] for o in outs]) for i in range(len(self.fetch_vars))]
+            return run_batched(self._run_batch, inputs, batch_limit(self.model))
+
+    def _run_batch(self, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
+        res = self.exe.run(self.program, feed=batch, fetch_list=self.fetch_vars, return_numpy=True)
+        return [np.array(r, copy=True) for r in res]
 
 
 def run_paddle_inference(model: StaticModel, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
@@ -75,13 +70,13 @@ def run_paddle_inference(model: StaticModel, inputs: Mapping[str, np.ndarray]) -
     config.disable_mkldnn()
     config.disable_glog_info()
     predictor = inference.create_predictor(config)
-    names = predictor.get_input_names()
-    outs: list[list[np.ndarray]] = []
-    for batch in _batches(inputs, batch_limit(model)):
-        for name in names:
+
+    def run_batch(batch: dict[str, np.ndarray]) -> list[np.ndarray]:
+        for name in predictor.get_input_names():
             handle = predictor.get_input_handle(name)
             handle.reshape(batch[name].shape)
             handle.copy_from_cpu(np.ascontiguousarray(batch[name]))
         predictor.run()
-        outs.append([predictor.get_output_handle(n).copy_to_cpu() for n in predictor.get_output_names()])
-    return [np.concatenate([o[i] for o in outs]) for i in range(len(outs[0]))]
+        return [predictor.get_output_handle(n).copy_to_cpu() for n in predictor.get_output_names()]
+
+    return run_batched(run_batch, inputs, batch_limit(model))

@@ -1,13 +1,15 @@
 """Child-process entry for paddlelite's Opt: its C++ aborts and segfaults stay in here.
 
-Usage: python -m edgekit.lite._opt_child '<json request>'. The last stdout line
-is `EDGEKIT-RESULT <json>`.
+Usage: python -m edgekit.lite._opt_child '<json request>'; answers with
+`edgekit.proc`'s child protocol (`EDGEKIT-RESULT <json>` as the last stdout line).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+
+from edgekit.proc import emit_result
 
 
 def main(argv: list[str]) -> int:
@@ -38,8 +40,7 @@ def main(argv: list[str]) -> int:
         result["blocks"] = list(opt.visualize_optimized_nb_model(request["nb"], request["out_dir"]))
     elif action != "version":
         raise SystemExit(f"unknown action {action}")
-    sys.stdout.flush()
-    print("EDGEKIT-RESULT " + json.dumps(result), flush=True)
+    emit_result(result)
     return 0
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import tempfile
 from pathlib import Path
@@ -16,22 +15,16 @@ from .nbfile import zero_version_padding
 log = logging.getLogger(__name__)
 
 CHILD = "edgekit.lite._opt_child"
-RESULT_MARK = "EDGEKIT-RESULT "
 # Kernel columns that serve every target: host kernels and target-agnostic ones.
 ANY_TARGET_COLUMNS = ("kHost", "kAny", "kUnk")
 
 
 def _call(request: dict, timeout: float, what: str) -> tuple[dict, proc.ProcessRecord]:
-    record = proc.python_module(CHILD, json.dumps(request), timeout=timeout, what=what)
-    result = None
-    for line in record.stdout.splitlines():
-        if line.startswith(RESULT_MARK):
-            result = json.loads(line[len(RESULT_MARK):])
-    if record.returncode != 0 or result is None:
-        cause = f"died from {record.signal_name}" if record.signal_name else f"exited with {record.returncode}"
-        raise ConversionError(f"{what} {cause}: {record.tail(3) or 'no output'}",
+    answer = proc.run_child(CHILD, request, timeout=timeout, what=what)
+    if not answer.ok:
+        raise ConversionError(f"{what} {answer.cause()}: {answer.record.tail(3) or 'no output'}",
                               "run `edgekit inspect` on the exported model to see its ops; report the model with this line")
-    return result, record
+    return answer.result, answer.record
 
 
 def opt_version(timeout: float = 120) -> str:

@@ -1,7 +1,7 @@
 """Program rewrites that let opt 2.13rc0 convert models it would otherwise crash on.
 
 opt segfaults on Paddle 2.6 exports containing `flatten_contiguous_range` for
-x86 (FACTS.md: Lite's op expects an `XShape` output that Paddle 2.6 no longer
+x86 (docs/toolchain.md: Lite's op expects an `XShape` output that Paddle 2.6 no longer
 writes). `reshape2` with shape `[0]*start + [-1] + [0]*(ndim-stop-1)` computes
 the same tensor, so the x86 twin is built from a program where every flatten is
 replaced by that reshape. The rewrite is checked numerically before use.
@@ -18,6 +18,7 @@ from edgekit.artifacts import StaticModel
 from edgekit.errors import ConversionError
 from edgekit.export import program as prog
 from edgekit.export.runner import StaticRunner
+from edgekit.parity import differences, worst_max_abs
 
 REWRITE_MAX_ABS = 1e-6
 
@@ -55,7 +56,7 @@ def flatten_to_reshape(model: StaticModel, out_dir: Path, samples: dict[str, np.
                             prog.op_types(program), model.sources, model.check)
     before = StaticRunner(model).run(samples)
     after = StaticRunner(rewritten).run(samples)
-    worst = max(float(np.max(np.abs(a - b))) if a.size else 0.0 for a, b in zip(before, after))
+    worst = worst_max_abs(differences(before, after, model.fetches))
     if not np.isfinite(worst) or worst > REWRITE_MAX_ABS:
         raise ConversionError(f"the flatten->reshape2 rewrite changed the outputs by {worst:.3g}",
                               "report the model with this message: the x86 twin cannot be built safely")

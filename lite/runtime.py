@@ -8,6 +8,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from edgekit.errors import InputModelError
+from edgekit.runners import run_batched
 
 
 class LiteRunner:
@@ -31,6 +32,5 @@ class LiteRunner:
         return [np.array(self.predictor.get_output_by_name(n).numpy(), copy=True)
                 for n in self.predictor.get_output_names()]
 
-    def run(self, inputs: Mapping[str, np.ndarray], count: int, batch: int = 1) -> list[np.ndarray]:
-        per = [self.run_one({k: v[s:s + batch] for k, v in inputs.items()}) for s in range(0, count, batch)]
-        return [np.concatenate([p[i] for p in per]) for i in range(len(per[0]))]
+    def run(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        return run_batched(self.run_one, inputs, 1)

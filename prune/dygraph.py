@@ -24,7 +24,9 @@ from .errors import PruneError
 from .plan import Analysis, Conv, bisect, classify, explicit_ratios, filter_scores, pruned_mask, ratios_at, verify
 from .quiet import quiet_paddleslim
 from .report import PruneReport, layer_rows
-from .sensitivity import GRID, Metric, Sensitivity, cache_key, cached, measure
+from edgekit.parity import Metric
+
+from .sensitivity import GRID, Sensitivity, cache_key, cached, measure
 
 log = logging.getLogger(__name__)
 

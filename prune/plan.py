@@ -8,7 +8,7 @@ those collections as `Group`s and every conv as a `Conv`; everything below works
 those records only, so the unit tests drive it without Paddle.
 
 Ratios are always keyed by the group's master *parameter name* (`conv2d_0.w_0`):
-PaddleSlim silently prunes nothing for any other key (FACTS.md).
+PaddleSlim silently prunes nothing for any other key (docs/toolchain.md).
 """
 
 from __future__ import annotations

@@ -11,40 +11,30 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
+from edgekit import atomic
 from edgekit.artifacts import StaticModel, sha256_file
 from edgekit.config import BuildConfig
-from edgekit.data import Samples, load_samples, read_labels
+from edgekit.evalset import evaluation_set
 from edgekit.errors import BundleError
 
 from .config import PruneConfig
 from .stage import PrunedModel, prune_factory_model, write_report
 
 
-def evaluation_samples(cfg: BuildConfig, feeds) -> Samples | None:
-    if cfg.data.evaluation is None:
-        return None
-    labels = read_labels(cfg.data.labels) if cfg.data.labels else None
-    samples = load_samples(cfg.data.evaluation, [f.name for f in feeds], cfg.data.preprocess, labels)
-    dtypes = {f.name: f.dtype for f in feeds}
-    samples = Samples({k: v.astype(dtypes[k], copy=False) for k, v in samples.inputs.items()}, samples.labels,
-                      samples.files, samples.source)
-    return samples.head(cfg.gates.max_samples)
-
-
 def prune_model(cfg: BuildConfig, prune_cfg: PruneConfig, work: Path) -> PrunedModel:
-    """Either path, by what the model is: a factory (dygraph, fine-tunable) or an exported program (static)."""
+    """Either path, by what the model is: a factory (dygraph, fine-tunable) or an exported program (static).
+    The metric is the task's, from the evaluation data's truth (as in `edgekit build`)."""
     if cfg.model.factory:
-        return prune_factory_model(cfg.model, prune_cfg, work, evaluation_samples(cfg, cfg.model.inputs))
+        return prune_factory_model(cfg.model, prune_cfg, work, evaluation_set(cfg, cfg.model.inputs))
     from edgekit.export import load_inference
 
     from .static import prune_inference_model
 
     (work / "source").mkdir(parents=True, exist_ok=True)
     static = load_inference(cfg.model, work / "source")
-    return prune_inference_model(static, prune_cfg, work, evaluation_samples(cfg, static.feeds))
+    return prune_inference_model(static, prune_cfg, work, evaluation_set(cfg, static.feeds))
 
 
 def measure_nb(pruned: PrunedModel, work: Path, timeout: float) -> None:
@@ -61,9 +51,7 @@ def prune_to_folder(cfg: BuildConfig, prune_cfg: PruneConfig) -> tuple[Path, Pru
     from edgekit import versions
 
     destination = cfg.out_dir / cfg.model.name / "pruned"
-    cfg.out_dir.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=".edgekit-prune-", dir=cfg.out_dir)).absolute()
-    try:
+    with atomic.staging_dir(cfg.out_dir, ".edgekit-prune-") as work:
         pruned = prune_model(cfg, prune_cfg, work)
         (work / "nb").mkdir()
         measure_nb(pruned, work / "nb", cfg.tool_timeout)
@@ -78,16 +66,11 @@ def prune_to_folder(cfg: BuildConfig, prune_cfg: PruneConfig) -> tuple[Path, Pru
                     "inputs": [{"name": f.name, "shape": list(f.shape), "dtype": f.dtype} for f in pruned.model.feeds],
                     "outputs": list(pruned.model.fetches), "report": pruned.report.to_json()}
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        if destination.exists():
-            shutil.rmtree(destination)
-        destination.parent.mkdir(parents=True, exist_ok=True)
         try:
-            staging.rename(destination)
+            atomic.publish_dir(staging, destination)
         except OSError as exc:
             raise BundleError(f"cannot move the pruned model into {destination}: {exc.strerror}",
                               "pass a writable --out") from exc
-        final = StaticModel(destination / "model.pdmodel", destination / "model.pdiparams", pruned.model.feeds,
-                            pruned.model.fetches, pruned.model.origin, pruned.model.op_types)
-        return destination, PrunedModel(final, None, pruned.report, pruned.seconds)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+    final = StaticModel(destination / "model.pdmodel", destination / "model.pdiparams", pruned.model.feeds,
+                        pruned.model.fetches, pruned.model.origin, pruned.model.op_types)
+    return destination, PrunedModel(final, None, pruned.report, pruned.seconds)

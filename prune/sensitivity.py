@@ -11,36 +11,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-import numpy as np
 
-from edgekit import parity
+from edgekit import atomic
 
 log = logging.getLogger(__name__)
 
 GRID = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 FORMAT = 1
-
-
-@dataclass(frozen=True)
-class Metric:
-    """Higher is better; a loss is `baseline - value` in the metric's own unit."""
-
-    name: str
-    score: Callable[[np.ndarray], float]
-
-
-def task_metric(reference: np.ndarray, labels: np.ndarray | None) -> Metric:
-    """Top-1 in % with labels; otherwise the mean output cosine to the unpruned model, x100 (so losses read
-    as 'points' either way)."""
-    if labels is not None:
-        return Metric("top-1 %", lambda out: parity.top1(out, labels))
-    return Metric("cosine to unpruned x100", lambda out: 100.0 * parity.cosine(reference, out))
 
 
 @dataclass(frozen=True)
@@ -96,12 +77,6 @@ def cached(folder: Path | None, key: str, samples: int, metric: str,
             log.warning("ignoring unreadable sensitivity cache %s", path)
     baseline, curves = compute()
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        body = json.dumps({"key": key, "metric": metric, "samples": samples, "baseline": baseline,
-                           "curves": {k: {repr(r): l for r, l in v.items()} for k, v in curves.items()}},
-                          indent=1, sort_keys=True)
-        handle, tmp = tempfile.mkstemp(prefix=".sensitivity-", dir=path.parent)
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(body + "\n")
-        os.replace(tmp, path)
+        atomic.write_json(path, {"key": key, "metric": metric, "samples": samples, "baseline": baseline,
+                                 "curves": {k: {repr(r): l for r, l in v.items()} for k, v in curves.items()}}, indent=1)
     return Sensitivity(curves, baseline, metric, samples, str(path) if path else None, False)

@@ -17,12 +17,14 @@ import numpy as np
 
 from edgekit.artifacts import StaticModel
 from edgekit.config import ModelConfig
-from edgekit.data import Samples, array_digest
+from edgekit.data import Samples
 from edgekit.errors import ConfigError
+from edgekit.evalset import EvalSet, synthetic
+from edgekit.parity import Metric, task_metric
+from edgekit.runners import run_batched
 
 from .config import Choice, PruneConfig
 from .report import PruneReport
-from .sensitivity import Metric, task_metric
 
 log = logging.getLogger(__name__)
 
@@ -35,17 +37,18 @@ class PrunedModel:
     seconds: dict
 
 
-def _outputs(layer, samples: Samples, batch: int = 128) -> np.ndarray:
+def _outputs(layer, samples: Samples, batch: int = 128) -> list[np.ndarray]:
+    """The dynamic-graph model's outputs (the reference the pruning metric is taken against)."""
     import paddle
 
     (name,) = samples.inputs
-    x = samples.inputs[name]
-    outs = []
-    with paddle.no_grad():
-        for start in range(0, len(x), batch):
-            out = layer(paddle.to_tensor(x[start:start + batch]))
-            outs.append((out[0] if isinstance(out, (list, tuple)) else out).numpy())
-    return np.concatenate(outs)
+
+    def run_batch(feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        with paddle.no_grad():
+            out = layer(paddle.to_tensor(feed[name]))
+        return [t.numpy() for t in (out if isinstance(out, (list, tuple)) else [out])]
+
+    return run_batched(run_batch, samples.inputs, batch)
 
 
 def write_report(report: PruneReport, folder: Path, extra: dict | None = None) -> Path:
@@ -54,17 +57,19 @@ def write_report(report: PruneReport, folder: Path, extra: dict | None = None) -
     return path
 
 
-def _sensitivity_inputs(layer, evaluation: Samples, count: int):
+def _sensitivity_inputs(layer, evaluation: EvalSet, count: int):
     """(evaluate, metric, samples, digest) on `count` evaluation samples spread over the set."""
     sample = evaluation.spread(count)
-    metric = task_metric(_outputs(layer, sample), sample.labels)
-    tensors = dict(sample.inputs, **({"labels": sample.labels} if sample.labels is not None else {}))
-    return (lambda: metric.score(_outputs(layer, sample))), metric, len(sample), array_digest(tensors)
+    metric = task_metric(_outputs(layer, sample.samples), sample.task, sample.truth)
+    return (lambda: metric.score(_outputs(layer, sample.samples))), metric, len(sample), sample.digest()
 
 
-def prune_factory_model(model_cfg: ModelConfig, cfg: PruneConfig, out_dir: Path, evaluation: Samples | None,
-                        export_unpruned: bool = True) -> PrunedModel:
-    """Prune a `package.module:factory` model; `evaluation` (labels optional) gives the task metric."""
+def prune_factory_model(model_cfg: ModelConfig, cfg: PruneConfig, out_dir: Path, evaluation: EvalSet | None,
+                        unpruned: StaticModel | None = None) -> PrunedModel:
+    """Prune a `package.module:factory` model; `evaluation` (truth optional) gives the task metric.
+
+    `unpruned`: the factory's model as already exported (the build's export stage); exported here otherwise.
+    """
     import paddle
 
     from edgekit.export.dygraph import build_layer
@@ -81,9 +86,8 @@ def prune_factory_model(model_cfg: ModelConfig, cfg: PruneConfig, out_dir: Path,
     seconds: dict = {}
     paddle.disable_static()     # a reference runner earlier in the process may have left static mode on
     layer = build_layer(model_cfg)
-    check = evaluation.head(8) if evaluation is not None else _random(model_cfg, 4)
-    unpruned = None
-    if export_unpruned:
+    check = evaluation.samples.head(8) if evaluation is not None else synthetic(model_cfg.inputs, 4)
+    if unpruned is None:
         start = time.monotonic()
         (out_dir / "unpruned").mkdir(parents=True, exist_ok=True)
         unpruned = export_layer(layer, model_cfg.inputs, out_dir / "unpruned", dict(check.inputs), "the unpruned model")
@@ -92,8 +96,8 @@ def prune_factory_model(model_cfg: ModelConfig, cfg: PruneConfig, out_dir: Path,
     metric: Metric | None = None
     values: dict[str, float] = {}
     if evaluation is not None:
-        reference = _outputs(layer, evaluation)
-        metric = task_metric(reference, evaluation.labels)
+        reference = _outputs(layer, evaluation.samples)
+        metric = task_metric(reference, evaluation.task, evaluation.truth)
         values["unpruned"] = metric.score(reference)
     start = time.monotonic()
     pruned = prune_layer(layer, model_cfg.inputs[0].concrete(1), cfg,
@@ -101,17 +105,17 @@ def prune_factory_model(model_cfg: ModelConfig, cfg: PruneConfig, out_dir: Path,
     seconds["prune"] = round(time.monotonic() - start, 3)
     report = pruned.report
     if metric is not None:
-        values["pruned"] = metric.score(_outputs(layer, evaluation))
+        values["pruned"] = metric.score(_outputs(layer, evaluation.samples))
     if cfg.finetune and cfg.epochs > 0:
         layer, took = finetune(layer, cfg.finetune, cfg.epochs)
         seconds["fine-tune"] = round(took, 3)
         if metric is not None:
-            values["fine-tuned"] = metric.score(_outputs(layer, evaluation))
+            values["fine-tuned"] = metric.score(_outputs(layer, evaluation.samples))
     elif cfg.finetune is None:
         report.notes.append("no fine-tuning (--finetune not given): pruned weights are used as they are")
     if metric is not None:
         report.metric_name, report.metric = metric.name, values
-        report.notes.append(f"metric on {len(evaluation)} evaluation samples ({evaluation.source})")
+        report.notes.append(f"metric on {len(evaluation)} evaluation samples ({evaluation.samples.source})")
         report.check_budget(cfg.budget)
     start = time.monotonic()
     (out_dir / "pruned").mkdir(parents=True, exist_ok=True)
@@ -120,8 +124,3 @@ def prune_factory_model(model_cfg: ModelConfig, cfg: PruneConfig, out_dir: Path,
     write_report(report, out_dir / "pruned", {"seconds": seconds, "model": model_cfg.name})
     return PrunedModel(model, unpruned, report, seconds)
 
-
-def _random(model_cfg: ModelConfig, count: int) -> Samples:
-    rng = np.random.default_rng(0)
-    spec = model_cfg.inputs[0]
-    return Samples({spec.name: rng.standard_normal(spec.concrete(count)).astype(spec.dtype)}, None, (), "synthetic")

@@ -17,8 +17,10 @@ from typing import Mapping
 import numpy as np
 
 from edgekit.artifacts import StaticModel, sha256_file
-from edgekit.data import Samples, array_digest
 from edgekit.errors import ConfigError
+from edgekit.evalset import EvalSet
+from edgekit.parity import task_metric
+from edgekit.runners import run_batched
 
 from .groups import CONV_OPS, groups_from, unreachable
 from .config import CRITERIA, Choice, PruneConfig
@@ -26,7 +28,7 @@ from .errors import PruneError
 from .plan import Analysis, Conv, bisect, classify, explicit_ratios, predicted_cost, ratios_at, verify
 from .quiet import quiet_paddleslim
 from .report import PruneReport, layer_rows
-from .sensitivity import GRID, Sensitivity, cache_key, cached, measure, task_metric
+from .sensitivity import GRID, Sensitivity, cache_key, cached, measure
 from .stage import PrunedModel, write_report
 
 log = logging.getLogger(__name__)
@@ -52,15 +54,13 @@ class _Loaded:
                 str(model.model_file.with_suffix("")), self.exe)
         self.fetch_names = [v.name for v in fetch_vars]
 
-    def run(self, program, inputs: Mapping[str, np.ndarray]) -> np.ndarray:
-        """The first output over all samples."""
-        total = len(next(iter(inputs.values())))
-        outs = []
+    def run(self, program, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        """Every output over all samples (the masks of a sensitivity trial live in the scope)."""
+        def run_batch(feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+            return [np.array(out, copy=True) for out in self.exe.run(program, feed=feed, fetch_list=self.fetch_names)]
+
         with self.paddle.static.scope_guard(self.scope):
-            for start in range(0, total, self.batch):
-                feed = {k: v[start:start + self.batch] for k, v in inputs.items()}
-                outs.append(np.array(self.exe.run(program, feed=feed, fetch_list=self.fetch_names[:1])[0], copy=True))
-        return np.concatenate(outs)
+            return run_batched(run_batch, inputs, self.batch)
 
 
 def _convs(program, sources: Mapping | None) -> dict[str, Conv]:
@@ -189,8 +189,8 @@ def _filters(program) -> dict[str, int]:
             if op.type in CONV_OPS and op.input("Filter")}
 
 
-def prune_inference_model(model: StaticModel, cfg: PruneConfig, out_dir: Path, evaluation: Samples | None) -> PrunedModel:
-    """Prune an exported model; `evaluation` (labels optional) drives sensitivity and the budget check."""
+def prune_inference_model(model: StaticModel, cfg: PruneConfig, out_dir: Path, evaluation: EvalSet | None) -> PrunedModel:
+    """Prune an exported model; `evaluation` (truth optional) drives sensitivity and the budget check."""
     import paddle
 
     from edgekit.export import StaticRunner
@@ -212,12 +212,13 @@ def prune_inference_model(model: StaticModel, cfg: PruneConfig, out_dir: Path, e
     metric, values, sens = None, {}, None
     if evaluation is not None:
         reference = loaded.run(loaded.program, evaluation.inputs)
-        metric = task_metric(reference, evaluation.labels)
+        metric = task_metric(reference, evaluation.task, evaluation.truth)
         values["unpruned"] = metric.score(reference)
     choice = cfg.choice(evaluation is not None)
     if cfg.is_target and choice is Choice.sensitivity and evaluation is None:
         raise PruneError("choosing per-layer ratios for an exported model needs evaluation data (sensitivity analysis)",
-                         "pass --eval (labels give top-1; without labels the output cosine is used), or choose = \"uniform\"")
+                         "pass --eval (ground truth gives the task metric; without it the output cosine is used), or "
+                         "choose = \"uniform\"")
 
     per_param, fixed = costs[cfg.goal.value] if cfg.is_target else ({}, 0.0)
     unpruned_cost = predicted_cost(per_param, touches, before, {}, fixed)
@@ -272,9 +273,9 @@ def prune_inference_model(model: StaticModel, cfg: PruneConfig, out_dir: Path, e
                              f"{cfg.reduction * 100:g} % asked", "report the model; give per-layer ratios as a workaround")
     if evaluation is not None:
         # the saved files, read back by the reference engine: what the next stages will get
-        values["pruned"] = metric.score(StaticRunner(result).run(evaluation.inputs)[0])
+        values["pruned"] = metric.score(StaticRunner(result).run(evaluation.inputs))
         report.metric_name, report.metric = metric.name, values
-        report.notes.append(f"metric on {len(evaluation)} evaluation samples ({evaluation.source}); no fine-tuning "
+        report.notes.append(f"metric on {len(evaluation)} evaluation samples ({evaluation.samples.source}); no fine-tuning "
                             "(an exported model has no training code)")
         report.check_budget(cfg.budget)
     write_report(report, prefix.parent, {"seconds": seconds, "model": str(model.model_file)})
@@ -282,9 +283,9 @@ def prune_inference_model(model: StaticModel, cfg: PruneConfig, out_dir: Path, e
 
 
 def _sensitivity(loaded: _Loaded, analysis: Analysis, collections: Mapping[str, object], graph, cfg: PruneConfig,
-                 evaluation: Samples) -> Sensitivity:
+                 evaluation: EvalSet) -> Sensitivity:
     sample = evaluation.spread(cfg.sensitivity_samples)
-    metric = task_metric(loaded.run(loaded.program, sample.inputs), sample.labels)
+    metric = task_metric(loaded.run(loaded.program, sample.inputs), sample.task, sample.truth)
     grid = tuple(r for r in GRID if r <= cfg.max_ratio + 1e-9)
 
     def prune_one(master: str, ratio: float):
@@ -296,7 +297,6 @@ def _sensitivity(loaded: _Loaded, analysis: Analysis, collections: Mapping[str, 
 
     masters = [g.master for g in analysis.groups]
     digest = sha256_file(loaded.model.model_file) + (sha256_file(loaded.model.params_file) if loaded.model.params_file else "")
-    labels = {"labels": sample.labels} if sample.labels is not None else {}
-    key = cache_key(digest, array_digest(dict(sample.inputs, **labels)), cfg.criterion.value, metric.name, masters, grid)
+    key = cache_key(digest, sample.digest(), cfg.criterion.value, metric.name, masters, grid)
     with quiet_paddleslim():
         return cached(cfg.cache_dir, key, len(sample), metric.name, lambda: measure(masters, prune_one, evaluate, grid))

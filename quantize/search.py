@@ -17,9 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field, fields, replace
 from importlib import metadata
@@ -27,10 +25,11 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 
+from edgekit import atomic
 from edgekit.artifacts import QuantizedModel, StaticModel, sha256_file
 from edgekit.config import CALIBRATION_ALGOS, QuantConfig
 from edgekit.data import Samples
-from edgekit.errors import ConfigError, ParityError, QuantizeError
+from edgekit.errors import ConfigError, QuantizeError
 
 from . import ptq
 from .sensitivity import (SENSITIVITY_METHODS, Budget, Evaluator, Fallback, LayerSensitivity, QuantLayer, Score,
@@ -57,10 +56,6 @@ def model_digest(model: StaticModel) -> str:
     for feed in model.feeds:
         digest.update(f"{feed.name}:{list(feed.shape)}:{feed.dtype}".encode())
     return digest.hexdigest()
-
-
-def data_digest(samples: Samples, with_labels: bool = False) -> str:
-    return samples.digest(with_labels)
 
 
 def calibration_settings(cfg: QuantConfig) -> dict:
@@ -103,14 +98,7 @@ def _valid_entry(folder: Path) -> dict | None:
 
 def _publish(tmp: Path, folder: Path) -> None:
     """Rename a finished temp folder into place; a concurrent writer of the same key wins harmlessly."""
-    try:
-        os.rename(tmp, folder)
-    except OSError:
-        if _valid_entry(folder) is None:
-            shutil.rmtree(folder, ignore_errors=True)
-            os.rename(tmp, folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    atomic.publish_dir(tmp, folder, keep_existing=lambda existing: _valid_entry(existing) is not None)
 
 
 @dataclass(frozen=True)
@@ -134,7 +122,7 @@ class Calibrator:
         self.cache = cache.absolute() if cache is not None else None
         self._quantize = quantize
         self._model_digest = model_digest(model)
-        self._data_digest = data_digest(samples)
+        self._data_digest = samples.digest()
         self._settings = calibration_settings(cfg)
         self.calibrations = 0                        # how many times PaddleSlim actually ran
 
@@ -154,9 +142,7 @@ class Calibrator:
         return Calibrated(self._calibrate(algo, tuple(sorted(set(skip))), key, target), key, False)
 
     def _calibrate(self, algo: str, skip: tuple[str, ...], key: str, root: Path) -> QuantizedModel:
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
-        try:
+        with atomic.staging_dir(root, ".tmp-") as tmp:
             quantized = self._quantize(self.model, self.samples, replace(self.cfg, algo=algo), tmp, skip)
             self.calibrations += 1
             names = [p.name for p in quantized.model.files()]
@@ -168,15 +154,12 @@ class Calibrator:
                      "files": {name: sha256_file(tmp / name) for name in names}}
             (tmp / ENTRY).write_text(json.dumps(entry, indent=2, sort_keys=True) + "\n", encoding="utf-8")
             _publish(tmp, root / key)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
         return self._load(root / key, _valid_entry(root / key) or {})
 
     def _copy_to_cache(self, source: Path, key: str) -> QuantizedModel:
-        self.cache.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.cache))
-        shutil.copytree(source, tmp, dirs_exist_ok=True)
-        _publish(tmp, self.cache / key)
+        with atomic.staging_dir(self.cache, ".tmp-") as tmp:
+            shutil.copytree(source, tmp, dirs_exist_ok=True)
+            _publish(tmp, self.cache / key)
         return self._load(self.cache / key, _valid_entry(self.cache / key) or {})
 
     def _load(self, folder: Path, entry: dict) -> QuantizedModel:
@@ -214,10 +197,7 @@ class ScoreStore:
         self._memory[key] = score
         if self.root is None:
             return
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = self.root / f".{key}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(score.to_json(), sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, self.root / f"{key}.json")
+        atomic.write_json(self.root / f"{key}.json", score.to_json(), indent=None)
 
 
 # ---------------------------------------------------------------- the search
@@ -325,18 +305,6 @@ class QuantSearchResult:
             out.extend(f"  note: {n}" for n in self.notes)
         return out
 
-    def raise_if_over_budget(self) -> None:
-        if self.holds:
-            return
-        layer_count = sum(1 for layer in self.layers if layer.key)
-        # the budget is the tier-B parity gate, so missing it is a parity failure (exit 9)
-        error = ParityError(
-            f"INT8 misses the accuracy budget ({self.budget.describe()}): the best candidate found, {self.chosen.algo} "
-            f"with {len(self.chosen.skip)} of {layer_count} layers in float, drops {self.budget.drop(self.chosen.score):.4g}",
-            "raise --max-drop, add representative calibration data, try more algorithms (--search-algos), "
-            "allow more float layers ([quantize] max_float_fraction), or build --quant fp32")
-        error.report_lines = self.lines()
-        raise error
 
     def to_json(self) -> dict:
         return {
@@ -381,7 +349,7 @@ def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Sam
     scores = ScoreStore(cache_dir)
 
     def judge_digest(judge: Evaluator) -> str:
-        return hashlib.sha256(f"{data_digest(judge.samples, with_labels=True)}|{judge.truth_digest()}".encode()).hexdigest()
+        return hashlib.sha256(f"{judge.samples.digest(with_labels=True)}|{judge.truth_digest()}".encode()).hexdigest()
 
     judges = {id(evaluator): judge_digest(evaluator)}
     candidates: list[Candidate] = []
@@ -438,4 +406,4 @@ def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Sam
 
 
 __all__ = ["SearchPlan", "Candidate", "QuantSearchResult", "Calibrator", "ScoreStore", "quantize_to_budget", "choose",
-           "cache_key", "score_key", "model_digest", "data_digest", "calibration_settings"]
+           "cache_key", "score_key", "model_digest", "calibration_settings"]

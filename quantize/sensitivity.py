@@ -25,6 +25,7 @@ import numpy as np
 from edgekit import parity
 from edgekit.artifacts import StaticModel
 from edgekit.data import Samples, spread_indices
+from edgekit.parity import COSINE_DROP, Budget, Score
 from edgekit.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -80,76 +81,7 @@ def quantizable_layers(model: StaticModel, op_types: Sequence[str] | None = None
     return tuple(layers)
 
 
-# ---------------------------------------------------------------- scores and the budget
-
-
-@dataclass(frozen=True)
-class Score:
-    """A candidate's outputs against the FP32 reference on the evaluation samples."""
-
-    cosine: float                  # worst output's mean per-sample cosine
-    snr_db: float                  # worst output's SNR
-    task: float | None = None      # the task's primary metric in % (top-1, exact match, hmean, ...), with truth
-    task_drop: float | None = None  # points below the FP32 reference, with truth
-
-    @property
-    def error(self) -> float:
-        """Continuous error used for ranking layers (a task metric on a small sample moves in coarse steps)."""
-        return 1.0 - self.cosine
-
-    def to_json(self) -> dict:
-        return {"cosine": self.cosine, "snr_db": self.snr_db, "task": self.task, "task_drop": self.task_drop}
-
-
-COSINE_DROP = "cosine_drop"
-POINTS = "_drop_points"
-
-
-@dataclass(frozen=True)
-class Budget:
-    """`max_drop` in points of the task's primary metric with ground truth, else in output cosine (1 - cosine).
-
-    `metric` is "<task metric>_drop_points" (e.g. "top1_drop_points", "exact_match_drop_points"),
-    named as the tier-B parity check names it, or "cosine_drop".
-    """
-
-    max_drop: float
-    metric: str
-
-    def __post_init__(self) -> None:
-        if self.metric != COSINE_DROP and not (self.metric.endswith(POINTS) and len(self.metric) > len(POINTS)):
-            raise ConfigError(f"accuracy budget metric {self.metric!r} is unknown",
-                              f"use {COSINE_DROP} or <task metric>{POINTS}, e.g. top1{POINTS}")
-        if not math.isfinite(self.max_drop):     # negative is allowed, as in the parity gates: "must improve"
-            raise ConfigError(f"--max-drop {self.max_drop!r} is not a number",
-                              "give task-metric points (e.g. 1.0) with ground truth, or a cosine drop (e.g. 0.01) without")
-
-    @classmethod
-    def for_data(cls, max_drop: float, task_metric: str | None) -> "Budget":
-        """Points of `task_metric` (the task's primary metric) when the data has truth, else output cosine."""
-        return cls(float(max_drop), f"{task_metric}{POINTS}" if task_metric else COSINE_DROP)
-
-    @property
-    def task_metric(self) -> str | None:
-        return None if self.metric == COSINE_DROP else self.metric[:-len(POINTS)]
-
-    def drop(self, score: Score) -> float:
-        if self.metric == COSINE_DROP:
-            return 1.0 - score.cosine
-        if score.task_drop is None:
-            raise ConfigError(f"a {self.task_metric} budget needs evaluation data with ground truth",
-                              "give labels or a truth file, or budget the output cosine")
-        return score.task_drop
-
-    def holds(self, score: Score) -> bool:
-        # the same comparisons as the tier-B parity gates, so a search that passes also passes parity
-        if self.metric == COSINE_DROP:
-            return score.cosine >= 1.0 - self.max_drop
-        return self.drop(score) <= self.max_drop
-
-    def describe(self) -> str:
-        unit = f"{self.task_metric} points" if self.task_metric else "of output cosine"
-        return f"drop ≤ {self.max_drop:g} {unit}"
+# ---------------------------------------------------------------- scoring candidates (Score and Budget: edgekit.parity)
 
 
 class Evaluator:

@@ -3,7 +3,7 @@
 `paddle_lite_opt --quant_model=true --quant_type=QUANT_INT8|QUANT_INT16` stores
 conv/matmul weights as integers with per-output-channel scales and dequantises
 them at load time (float compute); `--enable_fp16` runs FP16 kernels on ARMv8.2
-cores. Neither runs on the host (FACTS.md: x86 weight-only .nb files give
+cores. Neither runs on the host (docs/toolchain.md: x86 weight-only .nb files give
 chance-level results), so tier B checks a simulation: the same weights rounded
 the way the device will see them, run by the reference executor. For FP16 only
 the weight rounding is simulated; FP16 arithmetic is checked on the device.

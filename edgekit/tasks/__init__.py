@@ -25,21 +25,13 @@ from .truth import Truth, find_truth, read_truth, truth_file, write_truth
 class TaskInfo:
     task: type[Task]
     metrics: tuple[str, ...]          # evaluate()'s keys; the first is the primary metric
-    output: str                       # what the model's first output must be
-    truth: str                        # what one sample's ground truth is
-    note: str
 
 
 TASKS: dict[TaskKind, TaskInfo] = {
-    TaskKind.classification: TaskInfo(Classification, ("top1",), "class scores [N, classes]", "class index",
-                                      "top-1 accuracy against integer labels"),
-    TaskKind.ocr_det: TaskInfo(OcrDet, ("hmean", "precision", "recall"), "probability maps [N, 1, H, W]",
-                               "axis-aligned text boxes [x0, y0, x1, y1]",
-                               "DB post-process, boxes matched one-to-one at IoU >= 0.5"),
-    TaskKind.ocr_rec: TaskInfo(OcrRec, ("exact_match", "char_accuracy"), "CTC scores [N, steps, classes]",
-                               "the line's text", "CTC greedy decoding with the model's character dictionary"),
-    TaskKind.ocr_cls: TaskInfo(OcrCls, ("accuracy",), "direction scores [N, 2]", "0 upright, 1 rotated 180°",
-                               "text direction accuracy"),
+    TaskKind.classification: TaskInfo(Classification, ("top1",)),
+    TaskKind.ocr_det: TaskInfo(OcrDet, ("hmean", "precision", "recall")),
+    TaskKind.ocr_rec: TaskInfo(OcrRec, ("exact_match", "char_accuracy")),
+    TaskKind.ocr_cls: TaskInfo(OcrCls, ("accuracy",)),
 }
 
 

@@ -43,6 +43,15 @@ class Task(abc.ABC):
         """One human-readable (JSON-serialisable) result per sample."""
 
     @abc.abstractmethod
+    def predictions(self, outputs: Sequence[np.ndarray]) -> list:
+        """What the model says per sample, in the form of ground truth (class, text, boxes)."""
+
+    def agreement(self, outputs: Sequence[np.ndarray], other: Sequence[np.ndarray]) -> float:
+        """How often `outputs` say what `other` says, in the primary metric with `other`'s predictions as the truth:
+        top-1 agreement, the same text, the same boxes (hmean)."""
+        return self.score(outputs, self.predictions(other))
+
+    @abc.abstractmethod
     def truth_from_json(self, raw: Any) -> list:
         """Validate truth read from a truth file; DataError says what is wrong with it."""
 

@@ -52,10 +52,13 @@ class Classification(Task):
         return out.reshape(len(out), -1)
 
     def evaluate(self, outputs: Sequence[np.ndarray], truth: Sequence) -> dict[str, float]:
-        scores = self._scores(outputs)
-        check_count(self.kind, len(scores), truth)
+        predicted = np.asarray(self.predictions(outputs), np.int64)
+        check_count(self.kind, len(predicted), truth)
         labels = np.asarray(truth, np.int64)
-        return {"top1": percent(np.mean(np.argmax(scores, axis=1) == labels)) if len(labels) else 0.0}
+        return {"top1": percent(np.mean(predicted == labels)) if len(labels) else 0.0}
+
+    def predictions(self, outputs: Sequence[np.ndarray]) -> list[int]:
+        return [int(i) for i in np.argmax(self._scores(outputs), axis=1)]
 
     def postprocess(self, outputs: Sequence[np.ndarray]) -> list[dict]:
         probs = as_probabilities(self._scores(outputs))

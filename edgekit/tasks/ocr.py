@@ -138,12 +138,15 @@ class OcrDet(Task):
         return [db_boxes(m[0], self.thresh, self.box_thresh, self.unclip_ratio, self.min_size) for m in maps]
 
     def evaluate(self, outputs: Sequence[np.ndarray], truth: Sequence) -> dict[str, float]:
-        found = [[box for box, _ in image] for image in self.boxes(outputs)]
+        found = self.predictions(outputs)
         check_count(self.kind, len(found), truth)
         return detection_scores(found, truth, self.match_iou)
 
     def postprocess(self, outputs: Sequence[np.ndarray]) -> list[list[dict]]:
         return [[{"box": list(box), "score": score} for box, score in image] for image in self.boxes(outputs)]
+
+    def predictions(self, outputs: Sequence[np.ndarray]) -> list[list[Box]]:
+        return [[box for box, _ in image] for image in self.boxes(outputs)]
 
     def truth_from_json(self, raw: Any) -> list[list[Box]]:
         def box_ok(b: Any) -> bool:
@@ -265,12 +268,15 @@ class OcrRec(Task):
         return [ctc_greedy_decode(p, characters) for p in probs]
 
     def evaluate(self, outputs: Sequence[np.ndarray], truth: Sequence) -> dict[str, float]:
-        texts = [text for text, _ in self.decode(outputs)]
+        texts = self.predictions(outputs)
         check_count(self.kind, len(texts), truth)
         return recognition_scores(texts, truth, self.ignore_space)
 
     def postprocess(self, outputs: Sequence[np.ndarray]) -> list[dict]:
         return [{"text": text, "confidence": round(conf, 6)} for text, conf in self.decode(outputs)]
+
+    def predictions(self, outputs: Sequence[np.ndarray]) -> list[str]:
+        return [text for text, _ in self.decode(outputs)]
 
     def truth_from_json(self, raw: Any) -> list[str]:
         if not isinstance(raw, list) or not all(isinstance(t, str) for t in raw):
@@ -311,9 +317,12 @@ class OcrCls(Task):
         return scores
 
     def evaluate(self, outputs: Sequence[np.ndarray], truth: Sequence) -> dict[str, float]:
-        predicted = self._scores(outputs).argmax(axis=1)
+        predicted = np.asarray(self.predictions(outputs), np.int64)
         check_count(self.kind, len(predicted), truth)
         return {"accuracy": percent(np.mean(predicted == np.asarray(truth, np.int64))) if len(truth) else 0.0}
+
+    def predictions(self, outputs: Sequence[np.ndarray]) -> list[int]:
+        return [int(i) for i in self._scores(outputs).argmax(axis=1)]
 
     def postprocess(self, outputs: Sequence[np.ndarray]) -> list[dict]:
         scores = self._scores(outputs)

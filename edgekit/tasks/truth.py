@@ -10,11 +10,11 @@ everything needed to score a model on it:
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from edgekit import atomic
 from edgekit.errors import DataError, EdgekitError
 
 from .base import Task
@@ -47,14 +47,8 @@ def write_truth(path: Path, task: Task, values: Sequence, meta: Mapping[str, Any
     checked = task.truth_from_json(task.truth_to_json(values))
     payload = {"format": TRUTH_FORMAT, "task": task.kind.value, "options": task.options(), "count": len(checked),
                "truth": task.truth_to_json(checked), "meta": dict(meta or {})}
-    text = json.dumps(payload, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    atomic.write_json(path, payload, indent=1)
     return path
 
 

@@ -39,7 +39,7 @@ def _build_and_run(cli, role: str, data: Path, out: Path):
     with np.load(eval_file) as loaded:
         x = loaded["x"]
     feeds = [i["name"] for i in manifest["model"]["inputs"]]
-    twin = LiteRunner(bundle / manifest["host_twin"]["file"], feeds).run({feeds[0]: x}, len(x))
+    twin = LiteRunner(bundle / manifest["host_twin"]["file"], feeds).run({feeds[0]: x})
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     reference = [np.concatenate([session.run(None, {"x": x[i:i + 1]})[0] for i in range(len(x))])]
     return find_truth(eval_file, len(x)), twin, reference, manifest

@@ -15,7 +15,11 @@ from edgekit.data import PreprocessSpec, Samples, load_images, read_labels
 from edgekit.errors import ConfigError
 from edgekit.export import StaticRunner, load_inference
 from edgekit.export import program as prog
-from edgekit.prune import PruneError, measure_nb, prune_config, prune_factory_model, prune_inference_model
+from edgekit.evalset import EvalSet, with_truth
+from edgekit.prune import PruneError, prune_config
+from edgekit.prune.run import measure_nb
+from edgekit.prune.stage import prune_factory_model
+from edgekit.prune.static import prune_inference_model
 from edgekit.prune.dygraph import prune_layer
 from edgekit.prune.export import export_layer
 
@@ -121,7 +125,7 @@ def test_digits_half_the_flops_fine_tuned_keeps_top1_within_one_point(tmp_path, 
     cfg, evaluation, calibration = digits
     settings = prune_config({"target": "flops", "reduction": 0.5, "criterion": "l1_norm", "budget": 1.0,
                              "finetune": "edgekit.examples.digits.finetune:finetune", "epochs": 6})
-    pruned = prune_factory_model(cfg.model, settings, tmp_path, evaluation)
+    pruned = prune_factory_model(cfg.model, settings, tmp_path, with_truth(cfg, evaluation))
     report = pruned.report
 
     # real shapes, read from the exported program
@@ -244,7 +248,7 @@ def test_exported_mobilenet_prunes_to_a_flops_target_from_sensitivity(tmp_path):
     evaluation = Samples({"image": np.random.default_rng(1).standard_normal((24, 3, 64, 64)).astype("float32")}, None,
                          (), "gaussian noise")
     settings = prune_config({"target": "flops", "reduction": 0.4, "sensitivity_samples": 8, "cache_dir": str(tmp_path / "cache")})
-    pruned = prune_inference_model(static, settings, tmp_path / "p1", evaluation)
+    pruned = prune_inference_model(static, settings, tmp_path / "p1", EvalSet(evaluation))
     report = pruned.report
     print("\n".join(report.lines()))
 
@@ -266,7 +270,7 @@ def test_exported_mobilenet_prunes_to_a_flops_target_from_sensitivity(tmp_path):
     assert 100 * parity.cosine(ref, out) == pytest.approx(report.metric["pruned"], abs=1e-6)
     assert report.metric["pruned"] > 80
 
-    again = prune_inference_model(static, settings, tmp_path / "p2", evaluation).report
+    again = prune_inference_model(static, settings, tmp_path / "p2", EvalSet(evaluation)).report
     assert again.sensitivity["cached"] and again.chosen_ratios() == chosen
 
 
@@ -303,18 +307,9 @@ def test_static_path_ties_residual_convs_too(tmp_path):
     assert np.abs(got - want).max() < 1e-4
 
 
-# ---------------------------------------------------------------- the CLI (active once edgekit.prune is wired in)
+# ---------------------------------------------------------------- the CLI
 
 
-def _wired() -> bool:
-    from dataclasses import fields
-
-    from edgekit.config import BuildConfig
-
-    return "prune" in {f.name for f in fields(BuildConfig)}
-
-
-@pytest.mark.skipif(not _wired(), reason="edgekit.prune is not wired into config/pipeline/cli yet")
 def test_cli_build_prunes_fine_tunes_and_records_it(tmp_path, cli):
     from conftest import manifest
 
@@ -334,7 +329,6 @@ def test_cli_build_prunes_fine_tunes_and_records_it(tmp_path, cli):
     assert m["config"]["prune"]["goal"] == "flops"
 
 
-@pytest.mark.skipif(not _wired(), reason="edgekit.prune is not wired into config/pipeline/cli yet")
 def test_cli_prune_over_budget_fails_with_the_report(tmp_path, cli):
     text = (EXAMPLE / "edgekit.toml").read_text()
     for key in ("digits_cnn.pdparams", "data/calib", "data/test", "data/labels.txt"):

@@ -62,7 +62,7 @@ def test_torch_model_builds_to_int8_and_the_twin_matches_pytorch(cli, exported, 
     with np.load(exported / "eval_torch.npz") as loaded:
         torch_scores = loaded["scores"]
     feeds = [i["name"] for i in manifest["model"]["inputs"]]
-    twin = LiteRunner(bundle / manifest["host_twin"]["file"], feeds).run({feeds[0]: x}, len(x))[0]
+    twin = LiteRunner(bundle / manifest["host_twin"]["file"], feeds).run({feeds[0]: x})[0]
     assert twin.shape == torch_scores.shape == (64, 10)
     assert np.max(np.abs(twin - torch_scores)) < 1e-4                        # measured 3.7e-8
     assert (twin.argmax(1) == torch_scores.argmax(1)).all()

@@ -122,7 +122,7 @@ def test_relative_paths_resolve_against_the_toml_folder(tmp_path, monkeypatch):
     elsewhere = tmp_path / "cwd"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    toml = write_toml(tmp_path / "proj", FACTORY_MODEL + """
+    write_toml(tmp_path / "proj", FACTORY_MODEL + """
 [data]
 calibration = "data/calib"
 evaluation = "/abs/eval"

@@ -122,3 +122,68 @@ def test_report_raise_if_failed():
     assert info.value.report_lines == report.lines()
     assert info.value.report_lines[0] == "parity on 10 evaluation samples:"
     assert "  ✗ tier B int8 sim: top1_drop 3.25 (≤ 1)" in info.value.report_lines
+
+
+# ---------------------------------------------------------------- gates and budgets (one place for tiers A, B, C)
+
+from edgekit.errors import ConfigError  # noqa: E402
+from edgekit.parity import (Budget, OutputStats, Score, Tolerance, differences, metric_label, output_scale,  # noqa: E402
+                            task_metric, worst_max_abs)
+
+
+def test_tolerance_checks_every_output_in_max_abs_and_cosine():
+    stats = [OutputStats("a", 5e-5, 0.999995, 90.0), OutputStats("b", 2e-4, 1.0, 80.0)]
+    checks = Tolerance(1e-4, 0.99999).checks("A", "twin", stats)
+    assert [(c.output, c.metric, c.passed) for c in checks] == [
+        ("a", "max_abs", True), ("a", "cosine", True), ("b", "max_abs", False), ("b", "cosine", True)]
+
+
+def test_budget_in_task_points_gates_the_drop_and_agrees_with_the_search():
+    budget = Budget.for_data(1.0, "exact_match")
+    assert budget.metric == "exact_match_drop_points" and budget.task_metric == "exact_match"
+    (check,) = budget.checks("C", "arm64 .nb vs fp32", [OutputStats("y", 0.5, 0.99, 20.0)], 100.0, 99.5)
+    assert (check.tier, check.metric, check.value, check.limit, check.passed) == ("C", "exact_match_drop_points", 0.5, 1.0, True)
+    assert budget.holds(Score(0.5, 1.0, 99.5, 0.5)) is check.passed
+    (worse,) = budget.checks("B", "sim", [OutputStats("y", 0.5, 0.99, 20.0)], 100.0, 98.0)
+    assert not worse.passed and not budget.holds(Score(0.99, 20.0, 98.0, 2.0))
+    with pytest.raises(ConfigError, match="needs evaluation data with ground truth"):
+        budget.checks("B", "sim", [], None, None)
+
+
+def test_budget_without_truth_is_a_cosine_per_output():
+    budget = Budget.for_data(0.01, None)
+    checks = budget.checks("B", "sim", [OutputStats("a", 1.0, 0.995, 20.0), OutputStats("b", 1.0, 0.98, 10.0)])
+    assert [(c.metric, c.limit, c.passed) for c in checks] == [("cosine", 0.99, True), ("cosine", 0.99, False)]
+    assert budget.holds(Score(0.995, 20.0)) and not budget.holds(Score(0.98, 10.0))
+
+
+def test_differences_keep_nan_for_the_gate_to_fail():
+    stats = differences([np.ones((2, 2))], [np.array([[1.0, np.nan], [1.0, 1.0]])], ["y"])
+    assert math.isnan(stats[0].max_abs) and math.isnan(worst_max_abs(stats))
+    assert not Tolerance(1e-4, 0.9).checks("A", "t", stats)[0].passed
+    assert worst_max_abs(differences([np.ones(3), np.zeros(2)], [np.ones(3) * 1.5, np.zeros(2)], ["a", "b"])) == 0.5
+    assert output_scale([np.array([-3.0, 2.0]), np.zeros(0)]) == 3.0
+
+
+def test_task_metric_is_the_tasks_primary_metric_with_truth_else_cosine():
+    from edgekit.tasks import make_task
+
+    task = make_task("classification")
+    metric = task_metric([np.array([[0.0, 1.0]])], task, [1])
+    assert metric.name == "top-1 %" and metric.score([np.array([[0.0, 1.0]])]) == 100.0
+    assert metric.score([np.array([[1.0, 0.0]])]) == 0.0
+    reference = [np.array([[1.0, 2.0]])]
+    fallback = task_metric(reference)
+    assert fallback.name == "cosine to unpruned x100" and fallback.score(reference) == pytest.approx(100.0)
+    assert metric_label("exact_match") == "exact match" and metric_label("top1") == "top-1"
+
+
+def test_report_extended_is_a_new_report_with_the_primary_metric_per_engine():
+    base = ParityReport(samples=3, metric="exact_match")
+    more = base.extended(checks=[Check("C", "arm", "cosine", 1.0, 0.9, True)], tier="C",
+                         stats=[OutputStats("y", 0.0, 1.0, math.inf)],
+                         metrics={"arm64 .nb": {"exact_match": 99.0, "char_accuracy": 99.9}}, notes=["n"],
+                         extra={"C": {"abi": "aarch64"}})
+    assert base.checks == () and base.outputs == {} and base.notes == ()
+    assert more.accuracy == {"arm64 .nb": 99.0} and more.outputs["C"][0]["output"] == "y"
+    assert more.to_json()["tiers"] == {"C": {"abi": "aarch64"}} and more.passed

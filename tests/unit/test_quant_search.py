@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +18,7 @@ from edgekit.errors import ConfigError
 from edgekit.tasks import make_task
 from edgekit.quantize.report import layer_rows, plot_sensitivity, render_markdown
 from edgekit.quantize.search import (Calibrator, Candidate, QuantSearchResult, ScoreStore, SearchPlan,
-                                     calibration_settings, cache_key, choose, data_digest, quantize_to_budget)
+                                     calibration_settings, cache_key, choose, quantize_to_budget)
 from edgekit.quantize.sensitivity import (Budget, Evaluator, QuantLayer, Score, analyse, fallback,
                                           max_float_layers, rank)
 
@@ -216,7 +218,7 @@ def test_cache_key_covers_every_input_and_ignores_skip_order():
     for change in (dict(model="n" * 64), dict(data="e" * 64), dict(algo="KL"),
                    dict(settings={"batch_size": 8}), dict(skip=("a",))):
         assert cache_key(**dict(base, **change)) != key
-    assert len(key) == 64 and int(key, 16) >= 0
+    assert re.fullmatch(r"[0-9a-f]{64}", key)       # a sha256 hex digest, usable as a folder name
 
 
 def test_calibration_settings_ignore_search_only_fields():
@@ -229,12 +231,12 @@ def test_calibration_settings_ignore_search_only_fields():
 
 def test_data_digest_sees_values_dtype_and_labels():
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
-    base = data_digest(Samples({"x": x}))
-    assert base == data_digest(Samples({"x": x.copy()}, np.array([0, 1, 2])))       # labels only when asked
-    assert base != data_digest(Samples({"x": x.astype(np.float64)}))
-    assert base != data_digest(Samples({"x": x + 1}))
-    labelled = data_digest(Samples({"x": x}, np.array([0, 1, 2])), with_labels=True)
-    assert labelled != data_digest(Samples({"x": x}, np.array([0, 1, 1])), with_labels=True)
+    base = Samples({"x": x}).digest()
+    assert base == Samples({"x": x.copy()}, np.array([0, 1, 2])).digest()       # labels only when asked
+    assert base != Samples({"x": x.astype(np.float64)}).digest()
+    assert base != Samples({"x": x + 1}).digest()
+    labelled = Samples({"x": x}, np.array([0, 1, 2])).digest(with_labels=True)
+    assert labelled != Samples({"x": x}, np.array([0, 1, 1])).digest(with_labels=True)
 
 
 def _model(tmp_path: Path) -> StaticModel:

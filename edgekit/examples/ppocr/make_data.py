@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from edgekit import atomic
 from edgekit.errors import DataError, EdgekitError
 from edgekit.tasks import OcrCls, OcrDet, OcrRec, write_truth
 from edgekit.tasks.ocr import line_tensor, normalize
@@ -155,15 +156,13 @@ def cls_set(seed: int, count: int) -> tuple[np.ndarray, list[int], np.ndarray]:
 
 def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
     """np.savez_compressed with fixed member timestamps: same arrays, same bytes."""
-    tmp = path.with_name("." + path.name + ".tmp")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+    with atomic.replacing(path) as tmp, zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         for name in sorted(arrays):
             buffer = io.BytesIO()
             np.lib.format.write_array(buffer, np.ascontiguousarray(arrays[name]), allow_pickle=False)
             info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
             archive.writestr(info, buffer.getvalue())
-    tmp.replace(path)
 
 
 def make_data(out: Path, seed: int = 0, counts: Counts = Counts()) -> dict:

@@ -1,0 +1,300 @@
+"""The stages of `edgekit build`, each `BuildRecord -> BuildRecord`.
+
+Each function calls into its stage folder (`export/`, `prune/`, `quantize/`, `lite/`)
+or the validation modules and returns a new record with what it provides. What each
+needs and provides, and when it runs at all, is declared in `edgekit.pipeline.STAGES`;
+nothing here decides whether a stage runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+from . import bundle as bundle_mod
+from . import tiers
+from .artifacts import StaticModel
+from .config import BuildConfig
+from .errors import ConversionError, UnsupportedOpsError
+from .evalset import evaluation_set, load_for, synthetic
+from .manifest import build_manifest
+from .parity import metric_label
+from .record import BuildRecord
+from .tables import TARGETS, Precision
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------- the model in
+
+def factory_inputs(rec: BuildRecord) -> BuildRecord:
+    """A factory model's inputs are its `--input` specs: the data can be read before the export."""
+    return rec.with_(feeds=rec.cfg.model.inputs)
+
+
+def load_exported(rec: BuildRecord) -> BuildRecord:
+    from .export import load_inference
+
+    folder = _folder(rec, "export")
+    static = load_inference(rec.cfg.model, folder)
+    return rec.with_(static=static, feeds=static.feeds)
+
+
+def import_onnx(rec: BuildRecord) -> BuildRecord:
+    """X2Paddle in a child process; checked against ONNX Runtime inside (no second reference check later)."""
+    from .export.onnx_import import import_onnx as convert
+
+    cfg = rec.cfg
+    static, report = convert(cfg.model.model_file, _folder(rec, "export"), {s.name: s.shape for s in cfg.model.inputs},
+                             timeout=cfg.tool_timeout)
+    return rec.with_(static=static, feeds=static.feeds, onnx_import=report)
+
+
+def read_data(rec: BuildRecord) -> BuildRecord:
+    """Evaluation and calibration data, read and preprocessed once for every later stage."""
+    cfg = rec.cfg
+    evaluation = evaluation_set(cfg, rec.feeds, rec.aliases)
+    calibration = load_for(cfg, rec.feeds, cfg.data.calibration, rec.aliases) if cfg.data.calibration else None
+    if evaluation is None:    # parity then uses the calibration data (optimistic for int8), else seeded noise
+        evaluation = evaluation_set(cfg, rec.feeds, fallback=calibration if calibration is not None else synthetic(rec.feeds, 16))
+    return rec.with_(evaluation=evaluation, calibration=calibration)
+
+
+def export_factory(rec: BuildRecord) -> BuildRecord:
+    """to_static + jit.save, checked against the dynamic model on evaluation samples (else seeded noise)."""
+    from .export import export_dygraph
+
+    cfg = rec.cfg
+    probe = rec.evaluation.samples if cfg.data.evaluation else synthetic(rec.feeds, 4)
+    static = export_dygraph(cfg.model, _folder(rec, "export"), dict(probe.head(8).inputs))
+    return rec.with_(static=static)
+
+
+def prune(rec: BuildRecord) -> BuildRecord:
+    from .prune.run import measure_nb
+    from .prune.stage import prune_factory_model
+    from .prune.static import prune_inference_model
+
+    cfg = rec.cfg
+    folder = _folder(rec, "prune")
+    evaluation = rec.evaluation if cfg.data.evaluation else None     # never prune against calibration data or noise
+    if cfg.model.factory:
+        pruned = prune_factory_model(cfg.model, cfg.prune, folder, evaluation, unpruned=rec.static)
+    else:
+        pruned = prune_inference_model(rec.static, cfg.prune, folder, evaluation)
+    measure_nb(pruned, _folder(rec, "prune/nb"), cfg.tool_timeout)
+    return rec.with_(static=pruned.model, pruned=pruned)
+
+
+def cross_check_reference(rec: BuildRecord) -> BuildRecord:
+    """A model given already exported: its reference engine must agree with Paddle Inference (IR passes off)."""
+    from .export import cross_check
+
+    return rec.with_(static=cross_check(rec.static, dict(rec.evaluation.samples.head(8).inputs)))
+
+
+def coverage(rec: BuildRecord) -> BuildRecord:
+    """Every op has a Paddle-Lite kernel on the target (and on x86, for the twin), before anything slow runs."""
+    places = TARGETS[rec.cfg.target].opt_places
+    require_kernels(rec.static, places, rec.cfg, "target " + rec.cfg.target.value)
+    if places != "x86":
+        require_kernels(rec.static, "x86", rec.cfg, "the x86 twin (host parity)")
+    return rec
+
+
+# ---------------------------------------------------------------- precision
+
+def quantize_int8(rec: BuildRecord) -> BuildRecord:
+    """PaddleSlim PTQ to the accuracy budget, scored in the task's metric; hands on the best found even on a miss
+    (the tier-B gate, with the same budget, then fails the build with the whole table)."""
+    from .quantize.datacheck import check_calibration
+    from .quantize.search import SearchPlan, quantize_to_budget
+    from .quantize.sensitivity import Evaluator
+
+    cfg, q, evaluation = rec.cfg, rec.cfg.quant, rec.evaluation
+    plan = SearchPlan(tiers.precision_budget(cfg, evaluation), q.search_algos or (q.algo,), q.fallback,
+                      q.max_float_fraction, q.sensitivity_method, q.sensitivity_samples, q.analyse_layers)
+    judge = Evaluator.for_model(rec.static, evaluation.samples, task=evaluation.task, truth=evaluation.truth)
+    search = quantize_to_budget(rec.static, rec.calibration, evaluation.samples, q, plan, _folder(rec, "quant"),
+                                q.cache_dir, evaluator=judge)
+    warnings = check_calibration(rec.calibration.inputs, evaluation.inputs if cfg.data.evaluation else None,
+                                 search.quantized.calibration_samples)
+    for warning in warnings:
+        log.warning("%s", warning)
+    require_kernels(search.quantized.model, TARGETS[cfg.target].opt_places, cfg, f"the quantised model on {cfg.target.value}")
+    return rec.with_(quantized=search.quantized, search=search, reference=tuple(judge.reference),
+                     data_warnings=tuple(warnings))
+
+
+def simulate_weights(rec: BuildRecord) -> BuildRecord:
+    """opt does the real weight-only conversion (ARM only); this is the host's simulation of it for tier B."""
+    from .quantize.weight_only import simulate
+
+    return rec.with_(quantized=simulate(rec.static, rec.cfg.precision.value, rec.work / "simulated"))
+
+
+# ---------------------------------------------------------------- Paddle-Lite
+
+def convert_target(rec: BuildRecord) -> BuildRecord:
+    from . import lite
+    from .lite.rewrite import flatten_to_reshape
+    from .tables import PRECISIONS
+
+    cfg, places = rec.cfg, TARGETS[rec.cfg.target].opt_places
+    info = PRECISIONS[cfg.precision]
+    model = rec.quantized.model if cfg.precision is Precision.int8 else rec.static
+    rewrites: tuple[dict, ...] = ()
+    if places == "x86":   # opt crashes on flatten_contiguous_range for x86
+        model, rewrite = flatten_to_reshape(model, rec.work / "rewrite-target", dict(rec.evaluation.samples.head(4).inputs))
+        rewrites = (rewrite,) if rewrite else ()
+    device = lite.convert(model, places, rec.staging / "model.nb", timeout=cfg.tool_timeout, target=cfg.target.value,
+                          precision=cfg.precision.value, rewrites=rewrites, fp16=info.opt_fp16,
+                          weight_quant=info.opt_weight_quant)
+    if info.opt_fp16:
+        _require_fp16_kernels(device.nb_file)
+    return rec.with_(device=device)
+
+
+def convert_twin(rec: BuildRecord) -> BuildRecord:
+    """The FP32 x86 twin of model.nb (tier A); an FP32 x86 build is its own twin."""
+    from . import lite
+    from .lite.rewrite import flatten_to_reshape
+
+    if TARGETS[rec.cfg.target].opt_places == "x86" and rec.quantized is None:
+        return rec.with_(twin=rec.device)
+    (rec.staging / "host").mkdir()
+    model, rewrite = flatten_to_reshape(rec.static, rec.work / "rewrite-twin", dict(rec.evaluation.samples.head(4).inputs))
+    twin = lite.convert(model, "x86", rec.staging / "host" / "model_x86.nb", timeout=rec.cfg.tool_timeout,
+                        target="x86", precision="fp32", rewrites=(rewrite,) if rewrite else ())
+    return rec.with_(twin=twin)
+
+
+# ---------------------------------------------------------------- validation (tiers A and B; C: edgekit.emulation)
+
+def tier_a(rec: BuildRecord) -> BuildRecord:
+    from .lite.runtime import LiteRunner
+
+    evaluation = rec.evaluation
+    reference = rec.reference or tiers.reference_outputs(rec.static, evaluation)
+    tiers.require_finite(rec.static, reference)
+    twin = LiteRunner(rec.twin.nb_file, rec.static.feed_names).run(evaluation.inputs)
+    report = tiers.start_report(rec.static, evaluation, reference)
+    report = tiers.tier_a(report, rec.static, evaluation, reference, twin, rec.cfg.gates)
+    return rec.with_(reference=tuple(reference), report=report)
+
+
+def tier_b(rec: BuildRecord) -> BuildRecord:
+    report, simulated = tiers.tier_b(rec.report, rec.cfg, rec.static, rec.quantized, rec.evaluation, rec.reference)
+    return rec.with_(report=report, simulated=tuple(simulated))
+
+
+def gates(rec: BuildRecord) -> BuildRecord:
+    """The verdict: every tier's checks must pass, or the build fails here (exit 9) and writes no bundle."""
+    notes = tiers.tier_notes(rec.cfg, rec.evaluation, rec.quantized is not None, rec.emulation)
+    if rec.search is not None and not rec.search.holds:
+        notes += [line.strip() for line in rec.search.lines(with_notes=False)]
+    notes += [f"calibration data: {w}" for w in rec.data_warnings]
+    report = rec.report.extended(notes=notes)
+    report.raise_if_failed()
+    return rec.with_(report=report)
+
+
+# ---------------------------------------------------------------- outputs
+
+def prune_report(rec: BuildRecord) -> BuildRecord:
+    """The pruning report's size and metric comparison: the bundle's .nb, and the unpruned model through the same
+    int8 path (int8 builds)."""
+    from . import lite
+
+    cfg, report, pruned = rec.cfg, rec.report, rec.pruned
+    label = f"{metric_label(report.metric)} %"
+    if pruned.report.metric_name == label and f"{cfg.precision.value} simulated" in report.accuracy:
+        pruned.report.metric[f"{cfg.precision.value} simulated"] = report.accuracy[f"{cfg.precision.value} simulated"]
+    pruned.report.record_nb(f"bundle {cfg.target.value} {cfg.precision.value}", lite.read_header(rec.device.nb_file))
+    if cfg.precision is Precision.int8 and pruned.unpruned is not None:
+        _unpruned_int8_size(rec)
+    (rec.staging / "prune.txt").write_text("\n".join(pruned.report.lines()) + "\n", encoding="utf-8")
+    return rec
+
+
+def write_bundle(rec: BuildRecord) -> BuildRecord:
+    """Golden vectors, preprocessing and task specs, reports and the manifest; then one rename into place."""
+    from .data import write_preprocess
+    from .export import StaticRunner
+
+    cfg, staging, evaluation, report = rec.cfg, rec.staging, rec.evaluation, rec.report
+    golden_in = evaluation.samples.spread(min(cfg.gates.golden_count, len(evaluation)))
+    ref_golden = StaticRunner(rec.static).run(golden_in.inputs)
+    golden = bundle_mod.write_golden(staging / "golden", golden_in.inputs, ref_golden, rec.static.fetches,
+                                     tiers.golden_tolerances(cfg, report, ref_golden), golden_in.labels)
+    write_preprocess(staging / "preprocess.json", cfg.data.preprocess, rec.static.feed_names)
+    if cfg.data.labels:
+        shutil.copyfile(cfg.data.labels, staging / "labels.txt")
+    (staging / "parity.txt").write_text("\n".join(report.lines()) + "\n", encoding="utf-8")
+    task = evaluation.task
+    if task is not None:   # what `edgekit run` and the apps need to post-process outputs
+        (staging / "task.json").write_text(json.dumps({"kind": task.kind.value, "primary": task.primary,
+                                                       "options": task.options()}, ensure_ascii=False, indent=1,
+                                                      sort_keys=True) + "\n", encoding="utf-8")
+    if rec.search is not None:
+        from .quantize.report import write_report
+
+        write_report(rec.search, staging / "quant", nb_bytes=rec.device.nb_file.stat().st_size)
+    rec = rec.with_(golden=golden)
+    return rec.with_(bundle=bundle_mod.finalize(staging, cfg.bundle_dir, build_manifest(rec)))
+
+
+# ---------------------------------------------------------------- helpers
+
+def _folder(rec: BuildRecord, name: str) -> Path:
+    folder = rec.work / name
+    folder.mkdir(parents=True)
+    return folder
+
+
+def require_kernels(model: StaticModel, places: str, cfg: BuildConfig, what: str) -> None:
+    from .lite import supported_ops, unsupported_ops
+
+    missing = unsupported_ops(model, supported_ops(places, timeout=cfg.tool_timeout))
+    if missing:
+        listing = "; ".join(m.describe() for m in missing[:6]) + (f"; ... {len(missing) - 6} more" if len(missing) > 6 else "")
+        kinds = sorted({m.op_type for m in missing})
+        raise UnsupportedOpsError(f"Paddle-Lite 2.13rc0 has no kernel for {', '.join(kinds)} on {what}: {listing}",
+                                  "replace those layers with supported ops (see `paddle_lite_opt --print_supported_ops`), "
+                                  "or pick another --target")
+
+
+def _require_fp16_kernels(nb_file: Path) -> None:
+    """opt silently ignores --enable_fp16 when it was built without ARMv8.2 FP16 support."""
+    from .lite.nbfile import kernels
+
+    if not any(k.precision == "FP16" for k in kernels(nb_file)):
+        raise ConversionError(
+            "paddle_lite_opt wrote an FP32 model for --quant fp16: the paddlelite wheel's opt was built without "
+            "ARMv8.2 FP16 support (LITE_WITH_ARM82_FP16), so --enable_fp16 has no effect",
+            "use --quant int16-weight (half-size weights, near-lossless) or int8, or an opt built with FP16 support")
+
+
+def _unpruned_int8_size(rec: BuildRecord) -> None:
+    """The comparison a pruning report needs: the unpruned model through the same int8 path and opt."""
+    from dataclasses import replace
+
+    from . import lite
+    from .quantize import quantize_int8
+
+    cfg, pruned = rec.cfg, rec.pruned
+    folder = _folder(rec, "unpruned-int8")
+    base = quantize_int8(pruned.unpruned, rec.calibration, replace(cfg.quant, algo=rec.quantized.algo), folder)
+    nb = lite.convert(base.model, TARGETS[cfg.target].opt_places, folder / "model.nb", timeout=cfg.tool_timeout,
+                      target=cfg.target.value, precision="int8")
+    pruned.report.record_nb(f"unpruned {cfg.target.value} int8", lite.read_header(nb.nb_file))
+
+
+def tier_c(rec: BuildRecord) -> BuildRecord:
+    """model.nb itself on Paddle-Lite's ARM kernels under qemu (or a note saying why not, never a silent pass)."""
+    from .emulation import emulate
+
+    report, emulation = emulate(rec)
+    return rec.with_(report=report, emulation=emulation)

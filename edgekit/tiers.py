@@ -1,0 +1,123 @@
+"""The host's checks of a build, one function per tier; the gates themselves are `edgekit.parity`'s.
+
+    tier A  the FP32 x86 twin .nb (Paddle-Lite's x86 kernels) vs the FP32 reference: `Tolerance`
+    tier B  the reduced precision as simulated on the host vs FP32: the accuracy `Budget`
+    tier C  the ARM model.nb itself under emulation (edgekit.emulation) vs FP32: the budget for
+            reduced precisions, the tier-A tolerance for FP32, plus its agreement with tier B
+
+Each returns a new `ParityReport`; the pipeline's `gates` stage decides what a failure
+means (no bundle).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from . import parity
+from .artifacts import QuantizedModel, StaticModel
+from .config import BuildConfig, ParityGates
+from .evalset import EvalSet
+from .tables import Precision
+
+
+def twin_tolerance(gates: ParityGates) -> parity.Tolerance:
+    return parity.Tolerance(gates.twin_max_abs, gates.twin_min_cosine)
+
+
+def precision_budget(cfg: BuildConfig, evaluation: EvalSet) -> parity.Budget:
+    """The budget of a reduced precision, in the task's primary metric with ground truth, else in output cosine.
+
+    --max-drop when given; else the [parity] gates: `int8_max_top1_drop` (points of the
+    task's primary metric: top-1, exact match, hmean, ...) or 1 - `int8_min_cosine`.
+    """
+    if cfg.quant.max_drop is not None:
+        drop = cfg.quant.max_drop
+    else:
+        drop = cfg.gates.int8_max_top1_drop if evaluation.has_truth else 1.0 - cfg.gates.int8_min_cosine
+    return parity.Budget.for_data(drop, evaluation.primary)
+
+
+def reference_outputs(static: StaticModel, evaluation: EvalSet) -> tuple[np.ndarray, ...]:
+    """The FP32 reference: `paddle.static.Executor` on the program (checked against a second engine earlier)."""
+    from .export import StaticRunner
+
+    return tuple(StaticRunner(static).run(evaluation.inputs))
+
+
+def require_finite(static: StaticModel, reference: Sequence[np.ndarray]) -> None:
+    for name, arr in zip(static.fetches, reference):
+        if not np.isfinite(arr).all():
+            raise parity.ParityError(f"the FP32 reference output {name!r} contains NaN or Inf",
+                                     "the model itself is numerically broken on this data: check weights and preprocessing")
+
+
+def start_report(static: StaticModel, evaluation: EvalSet, reference: Sequence[np.ndarray]) -> parity.ParityReport:
+    report = parity.ParityReport(samples=len(evaluation), metric=evaluation.primary or "top1")
+    notes = []
+    if static.check:
+        notes.append(f"reference engine checked: {static.check['engine']}, max abs {static.check['max_abs']:.3g} "
+                     f"on {static.check['samples']} samples")
+    metrics = {"fp32 reference": evaluation.evaluate(reference)} if evaluation.has_truth else None
+    return report.extended(metrics=metrics, notes=notes)
+
+
+def tier_a(report: parity.ParityReport, static: StaticModel, evaluation: EvalSet, reference: Sequence[np.ndarray],
+           twin: Sequence[np.ndarray], gates: ParityGates) -> parity.ParityReport:
+    subject = "x86 twin .nb vs reference"
+    stats = parity.compare(reference, twin, static.fetches)
+    metrics = {"x86 twin .nb": evaluation.evaluate(twin)} if evaluation.has_truth else None
+    return report.extended(checks=twin_tolerance(gates).checks("A", subject, stats), tier="A", stats=stats, metrics=metrics)
+
+
+def tier_b(report: parity.ParityReport, cfg: BuildConfig, static: StaticModel, quantized: QuantizedModel,
+           evaluation: EvalSet, reference: Sequence[np.ndarray]) -> tuple[parity.ParityReport, list[np.ndarray]]:
+    """Returns the report and the simulated outputs (tier C reports how closely the ARM kernels follow them)."""
+    from .export import StaticRunner
+
+    precision = cfg.precision.value
+    how = "PaddleSlim simulation" if cfg.precision is Precision.int8 else "weight-rounding simulation"
+    simulated = StaticRunner(quantized.model).run(evaluation.inputs)
+    stats = parity.compare(reference, simulated, static.fetches)
+    engine = f"{precision} simulated"
+    metrics = {engine: evaluation.evaluate(simulated)} if evaluation.has_truth else {}
+    subject = f"{precision} ({how}) vs " + ("fp32" if evaluation.has_truth else "reference")
+    primary = evaluation.primary
+    checks = precision_budget(cfg, evaluation).checks(
+        "B", subject, stats, report.metrics.get("fp32 reference", {}).get(primary) if primary else None,
+        metrics.get(engine, {}).get(primary) if primary else None)
+    return report.extended(checks=checks, tier="B", stats=stats, metrics=metrics), simulated
+
+
+def tier_notes(cfg: BuildConfig, evaluation: EvalSet, simulated: bool, emulation: dict | None) -> list[str]:
+    """What the tiers covered, in words, for the report; a tier C that did not run says why."""
+    precision = cfg.precision.value
+    covered = ["tier A covers the FP32 graph through Paddle-Lite's x86 kernels"]
+    if simulated and cfg.precision is Precision.int8:
+        covered.append("tier B INT8 accuracy through PaddleSlim's fake-quant simulation")
+    elif simulated:
+        covered.append(f"tier B {precision} through the same weights rounded on the host as opt rounds them ("
+                       + ("FP16 arithmetic is not simulated" if cfg.precision is Precision.fp16 else
+                          "the device dequantises weights and computes in float") + ")")
+    if emulation and emulation.get("ran"):
+        covered.append(f"tier C the ARM .nb itself on Paddle-Lite's ARM kernels under emulation "
+                       f"({emulation['abi']}, {emulation['int8_kernels']} INT8 kernels)")
+    notes = ["; ".join(covered) + "."]
+    if emulation is not None and not emulation.get("ran"):
+        notes.append(f"tier C (the ARM .nb under emulation) not run: {emulation['reason']}. The ARM .nb's own kernels "
+                     "are then checked only on devices, with the bundle's golden vectors.")
+    if not evaluation.has_truth:
+        notes.append("no ground truth (labels or a truth file): no task metric, only output agreement")
+    return notes
+
+
+def golden_tolerances(cfg: BuildConfig, report: parity.ParityReport, reference: Sequence[np.ndarray]) -> dict:
+    """What a device replaying the golden vectors must meet: from the host's own figures."""
+    scale = parity.output_scale(reference)
+    if cfg.precision is not Precision.fp32:
+        measured = min((s["cosine"] for s in report.outputs.get("B", [])), default=1.0)
+        return {"min_cosine": round(min(cfg.gates.int8_min_cosine, measured - 0.01), 6), "max_abs": None,
+                "basis": f"{cfg.precision.value} on device vs fp32 reference: cosine limit from the host simulation minus 0.01"}
+    return {"min_cosine": 0.9999, "max_abs": round(1e-3 * max(1.0, scale), 8),
+            "basis": "fp32 ARM kernels vs fp32 reference: 1e-3 of the output scale"}

@@ -1,0 +1,121 @@
+"""edgekit.pipeline: declared stages, their order, skipping by declaration, and the run loop (fake stages)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from edgekit import pipeline
+from edgekit.config import BuildConfig, DataConfig, InputSpec, ModelConfig
+from edgekit.pipeline import STAGES, Stage, StageOrderError, plan, run_stages
+from edgekit.record import BuildRecord
+from edgekit.tables import Precision, Target
+
+
+def _cfg(**changes) -> BuildConfig:
+    model = ModelConfig(name="m", factory="pkg.mod:make", inputs=(InputSpec("x", (-1, 1, 8, 8)),))
+    return replace(BuildConfig(model=model), **changes)
+
+
+def _names(cfg: BuildConfig) -> list[str]:
+    return [s.name for s in plan(cfg)]
+
+
+def test_a_factory_fp32_build_for_arm64_runs_these_stages_in_this_order():
+    assert _names(_cfg()) == ["inputs", "data", "export", "coverage", "lite", "twin", "parity", "emulation", "gates",
+                              "package"]
+
+
+def test_stages_are_chosen_by_declaration():
+    int8 = _cfg(precision=Precision.int8, data=DataConfig(calibration=Path("/c")))
+    assert "quantize" in _names(int8) and "simulation" in _names(int8) and "simulate" not in _names(int8)
+    weight = _names(_cfg(precision=Precision.int8_weight))
+    assert "simulate" in weight and "simulation" in weight and "quantize" not in weight
+    assert "emulation" not in _names(_cfg(target=Target.x86))
+    exported = _names(_cfg(model=ModelConfig(name="m", model_file=Path("/m/model.pdmodel"))))
+    assert exported[:3] == ["load", "data", "reference"] and "export" not in exported
+    onnx = _names(_cfg(model=ModelConfig(name="m", model_file=Path("/m/model.onnx"))))
+    assert onnx[:2] == ["import", "data"] and "reference" not in onnx
+
+
+def test_every_declared_configuration_has_a_valid_order():
+    models = [ModelConfig(name="m", factory="p.m:f", inputs=(InputSpec("x", (1, 3)),)),
+              ModelConfig(name="m", model_file=Path("/m.pdmodel")), ModelConfig(name="m", model_file=Path("/m.onnx"))]
+    for model in models:
+        for precision in Precision:
+            for target in Target:
+                cfg = _cfg(model=model, precision=precision, target=target, data=DataConfig(calibration=Path("/c")),
+                           prune=object())
+                chosen = plan(cfg)
+                assert chosen[-1].name == "package"
+
+
+def test_a_stage_needing_what_nothing_provides_is_refused_before_anything_runs():
+    ran = []
+
+    def fake(record):
+        ran.append("first")
+        return record
+
+    stages = (Stage("first", fake, provides=("static",)), Stage("second", fake, needs=("device",)))
+    with pytest.raises(StageOrderError, match="'second' needs device"):
+        plan(_cfg(), stages)
+    assert ran == []
+    wrong_order = (Stage("twin", fake, needs=("device",)), Stage("lite", fake, provides=("device",)))
+    with pytest.raises(StageOrderError, match="'twin' needs device"):
+        plan(_cfg(), wrong_order)
+
+
+def test_a_skipped_stage_provides_nothing():
+    stages = (Stage("maybe", lambda r: r, provides=("static",), when=lambda cfg: False),
+              Stage("after", lambda r: r, needs=("static",)))
+    with pytest.raises(StageOrderError, match="'after' needs static"):
+        plan(_cfg(), stages)
+
+
+def test_run_stages_chains_records_times_each_stage_and_reports_progress(tmp_path):
+    events = []
+
+    def provide_feeds(record):
+        return record.with_(feeds=(InputSpec("x", (1, 2)),))
+
+    def provide_static(record):
+        assert record.feeds        # sees what the previous stage provided
+        return record.with_(static="static model")
+
+    stages = (Stage("a", provide_feeds, provides=("feeds",)), Stage("b", provide_static, needs=("feeds",),
+                                                                   provides=("static",)))
+    start = BuildRecord(_cfg(), tmp_path, tmp_path / "bundle")
+    done = run_stages(start, plan(_cfg(), stages), lambda name, state: events.append((name, state)))
+    assert done.static == "static model" and start.static is None and start.feeds == ()   # the input is left alone
+    assert list(done.timings) == ["a", "b"] and all(t >= 0 for t in done.timings.values())
+    assert events == [("a", "start"), ("a", "done"), ("b", "start"), ("b", "done")]
+
+
+def test_a_stage_that_does_not_provide_what_it_declares_is_caught(tmp_path):
+    stages = (Stage("liar", lambda record: record, provides=("device",)),)
+    with pytest.raises(StageOrderError, match="'liar' did not provide device"):
+        run_stages(BuildRecord(_cfg(), tmp_path, tmp_path), stages, lambda name, state: None)
+
+
+def test_no_function_in_the_pipeline_module_is_longer_than_60_lines():
+    tree = ast.parse(inspect.getsource(pipeline))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            assert node.end_lineno - node.lineno + 1 <= 60, node.name
+
+
+def test_stage_names_are_unique_and_every_stage_function_is_declared():
+    names = [s.name for s in STAGES]
+    assert len(names) == len(set(names))
+    from edgekit import stages as stage_functions
+
+    declared = {s.run for s in STAGES}
+    public = {fn for name, fn in inspect.getmembers(stage_functions, inspect.isfunction)
+              if fn.__module__ == stage_functions.__name__ and not name.startswith("_")
+              and list(inspect.signature(fn).parameters) == ["rec"]}
+    assert public == declared
