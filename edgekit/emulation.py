@@ -3,39 +3,207 @@
 Tiers A and B check the FP32 graph on x86 kernels and a simulation of the reduced
 precision; neither is the file a phone loads. Here `edgekit-lite-run` (native/, cross
 compiled for the target's ABI and linked against the user's Paddle-Lite ARM Linux
-runtime of the opt's version) runs model.nb on the evaluation samples under qemu.
-Gates: a reduced precision within the same accuracy budget as tier B; FP32 within
-tier A's tolerances. The agreement between B and C says how far the simulation can
-be trusted. Without a runtime, emulator or cross compiler the report says tier C
-did not run and why; with `required` (CI) that is an error.
+runtime of the opt's version) runs model.nb on the evaluation samples under qemu,
+in parallel processes, with results cached by the .nb, the data, the runtime and the
+CPU profile. Gates: a reduced precision within the same accuracy budget as tier B;
+FP32 within tier A's tolerances. The agreement between B and C says how far the
+simulation can be trusted. Without a runtime, emulator or cross compiler the report
+says tier C did not run and why; with `required` (CI) that is an error.
 """
 
 from __future__ import annotations
 
-from .errors import EdgekitError
-from .parity import ParityReport
+import hashlib
+import json
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from . import parity, tiers
+from .artifacts import sha256_file
+from .config import BuildConfig, EmulationConfig, InputSpec
+from .data import spread_indices
+from .errors import ConfigError
+from .tables import CPU_PROFILES, TARGETS, Precision
+
+log = logging.getLogger(__name__)
+
+CACHE_FORMAT = "edgekit-emulation/1"
 
 
-class EmulationUnavailable(EdgekitError):
-    """No ARM runtime, cross compiler or qemu: tier C cannot run on this machine."""
+@dataclass(frozen=True)
+class Emulator:
+    """A runner built for one ABI, with its runtime and CPU profile: everything `run` needs."""
 
-    exit_code = 13
+    abi: str
+    runtime: object          # edgekit.lite.native.LiteRuntime
+    build: object            # edgekit.lite.native.NativeBuild
+    cpu: str
+    threads: int
+    timeout: float
+
+    @classmethod
+    def prepare(cls, abi: str, settings: EmulationConfig, timeout: float) -> "Emulator":
+        """Find the runtime, check the tools and build the runner (cached); EmulationUnavailable if they are not here."""
+        from .lite import native
+
+        if settings.runtime is None:
+            raise native.EmulationUnavailable(
+                "no Paddle-Lite ARM Linux runtime is configured",
+                "set EDGEKIT_LITE_ARM (or --lite-arm, [emulation] runtime) to the folder holding "
+                "inference_lite_lib.armlinux.armv8 (and .armv7hf) of the opt's version")
+        profile = CPU_PROFILES[settings.cpu]
+        if abi not in profile.abis:
+            raise ConfigError(f"CPU profile {settings.cpu!r} exists for {', '.join(profile.abis)}, not {abi}",
+                              "use --cpu default for armv7 (the armhf runtime has no dot-product kernels)")
+        native.check_tools(abi)
+        runtime = native.find_runtime(settings.runtime, abi)
+        return cls(abi, runtime, native.build(abi, runtime, native_cache()), settings.cpu, settings.threads, timeout)
+
+    def describe(self) -> dict:
+        from .lite import native
+
+        return {"abi": self.abi, "runtime": str(self.runtime.cxx_dir), "runtime_sha256": self.runtime.sha256,
+                "runtime_version": native.runtime_version(self.build, self.runtime),
+                "qemu": _qemu_version(self.build, self.runtime), "cpu_profile": self.cpu, "threads": self.threads,
+                "runner_build": self.build.key[:16]}
+
+    def run(self, nb_file: Path, inputs: Mapping[str, np.ndarray], expect: Sequence[InputSpec],
+            jobs: int) -> tuple[list[np.ndarray], list[dict]]:
+        """`nb_file` on every sample, split over `jobs` emulator processes (each loads the model once)."""
+        from .lite import native
+
+        total = len(next(iter(inputs.values())))
+        bounds = np.linspace(0, total, max(1, min(jobs, total)) + 1).round().astype(int)
+        chunks = [{k: v[a:b] for k, v in inputs.items()} for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+        def one(chunk):
+            return native.run_runner(self.build, self.runtime, nb_file, chunk, expect=expect, threads=self.threads,
+                                     cpu_profile=self.cpu, timeout=self.timeout)
+
+        with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
+            results = list(pool.map(one, chunks))
+        outputs = [np.concatenate([r.outputs[i] for r in results]) for i in range(len(results[0].outputs))]
+        return outputs, [r.record for r in results]
 
 
-def emulate(rec) -> tuple[ParityReport, dict]:
-    settings = rec.cfg.emulation
+def native_cache() -> Path:
+    """Where cross-compiled runners are kept (they outlive any one build's calibration cache)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser().absolute() / "edgekit"
+
+
+def _qemu_version(build, runtime) -> str:
+    from . import proc
+    from .lite import native
+
+    argv = native.emulator_argv(build.abi, runtime)[:1] + ["--version"]
+    done = proc.run(argv, timeout=60, what=argv[0])
+    return done.stdout.splitlines()[0].strip() if done.returncode == 0 and done.stdout else "unknown"
+
+
+def emulate(rec) -> tuple[parity.ParityReport, dict]:
+    """The emulation stage: tier C checks in the report, and what ran (or why not) for the manifest."""
+    from .lite.native import EmulationUnavailable
+
+    cfg, settings = rec.cfg, rec.cfg.emulation
     if not settings.enabled:
-        return _not_run(rec, "skipped on request (--no-emulation / [emulation] enabled = false)")
-    if settings.runtime is None:
-        error = EmulationUnavailable("no Paddle-Lite ARM Linux runtime is configured",
-                                     "set EDGEKIT_LITE_ARM (or --lite-arm, [emulation] runtime) to the folder holding "
-                                     "inference_lite_lib.armlinux.armv8 of the opt's version")
+        return rec.report, {"ran": False, "reason": "skipped on request (--no-emulation / [emulation] enabled = false)"}
+    abi = TARGETS[cfg.target].emulation
+    try:
+        emulator = Emulator.prepare(abi, settings, cfg.tool_timeout)
+    except EmulationUnavailable as exc:
         if settings.required:
-            raise error
-        return _not_run(rec, f"{error.message}: {error.hint}")
-    return _not_run(rec, "not wired yet")
+            raise
+        return rec.report, {"ran": False, "reason": f"{exc.message} ({exc.hint})"}
+    return tier_c(rec, emulator)
 
 
-def _not_run(rec, reason: str) -> tuple[ParityReport, dict]:
-    """The report gets no tier-C checks; `tiers.tier_notes` says why (never a silent pass)."""
-    return rec.report, {"ran": False, "reason": reason}
+def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, dict]:
+    cfg, evaluation = rec.cfg, rec.evaluation
+    count = len(evaluation) if not cfg.emulation.max_samples else min(cfg.emulation.max_samples, len(evaluation))
+    picks = spread_indices(len(evaluation), count)
+    subset = evaluation.spread(count)
+    reference = [r[picks] for r in rec.reference]
+    start = time.monotonic()
+    outputs, records, cached = _cached_run(cfg, emulator, rec.device.nb_file, subset, rec.static.feeds)
+    seconds = time.monotonic() - start
+    engine = f"{cfg.target.value} .nb (emulated ARM)"
+    subject = f"{engine} vs " + ("reference" if cfg.precision is Precision.fp32 or not subset.has_truth else "fp32")
+    stats = parity.compare(reference, outputs, rec.static.fetches)
+    metrics = {engine: subset.evaluate(outputs)} if subset.has_truth else None
+    if cfg.precision is Precision.fp32:
+        checks = tiers.twin_tolerance(cfg.gates).checks("C", subject, stats)
+    else:
+        primary = subset.primary
+        checks = tiers.precision_budget(cfg, evaluation).checks(
+            "C", subject, stats, subset.evaluate(reference)[primary] if primary else None,
+            metrics[engine][primary] if primary else None)
+    summary = dict(emulator.describe(), ran=True, samples=count, of=len(evaluation), seconds=round(seconds, 3),
+                   cached=cached, int8_kernels=_kernel_path(records), **_timing(records),
+                   agreement_with_b=_agreement(rec, subset, picks, outputs))
+    notes = [] if count == len(evaluation) else [f"tier C ran {count} of {len(evaluation)} evaluation samples "
+                                                 "([emulation] max_samples); its FP32 figure is on the same subset"]
+    if metrics is not None and count != len(evaluation):
+        metrics[f"fp32 reference ({count} samples)"] = subset.evaluate(reference)
+    report = rec.report.extended(checks=checks, tier="C", stats=stats, metrics=metrics, notes=notes,
+                                 extra={"C": {k: summary[k] for k in ("abi", "cpu_profile", "int8_kernels",
+                                                                      "agreement_with_b", "samples")}})
+    return report, summary
+
+
+def _agreement(rec, subset, picks, outputs) -> dict | None:
+    """How closely the ARM kernels follow tier B's simulation: the measure of how far B can be trusted."""
+    if rec.simulated is None:
+        return None
+    simulated = [s[picks] for s in rec.simulated]
+    stats = parity.differences(simulated, outputs, rec.static.fetches)
+    found = {"cosine": min(s.cosine for s in stats), "max_abs": parity.worst_max_abs(stats)}
+    if subset.task is not None:
+        found[f"{subset.primary}_agreement"] = subset.task.agreement(outputs, simulated)
+    return found
+
+
+def _kernel_path(records: Sequence[dict]) -> str:
+    paths = sorted({str(r.get("cpu", {}).get("int8_kernel_path", "unknown")) for r in records})
+    return "/".join(paths)
+
+
+def _timing(records: Sequence[dict]) -> dict:
+    runs = [ms for r in records for ms in r.get("pass_ms", [])]
+    loads = [r.get("load_ms") for r in records if r.get("load_ms") is not None]
+    return {"ms_per_sample_median": round(float(np.median(runs)), 3) if runs else None,
+            "load_ms_median": round(float(np.median(loads)), 3) if loads else None,
+            "processes": len(records), "peak_rss_kb": max((r.get("peak_rss_kb") or 0) for r in records)}
+
+
+def _cached_run(cfg: BuildConfig, emulator: Emulator, nb_file: Path, subset, feeds) -> tuple[list, list, bool]:
+    """Results are keyed by the .nb, the exact inputs, the runtime, the runner build, the CPU profile and threads."""
+    from . import atomic
+
+    key = hashlib.sha256(json.dumps({
+        "format": CACHE_FORMAT, "nb": sha256_file(nb_file), "inputs": subset.samples.digest(),
+        "runtime": emulator.runtime.sha256, "runner": emulator.build.key, "cpu": emulator.cpu,
+        "threads": emulator.threads}, sort_keys=True).encode()).hexdigest()
+    folder = cfg.quant.cache_dir / "emulation" if cfg.quant.cache_dir is not None else None
+    if folder is not None and (folder / f"{key}.npz").is_file() and (folder / f"{key}.json").is_file():
+        try:
+            with np.load(folder / f"{key}.npz") as stored:
+                outputs = [stored[f"output_{i}"] for i in range(len(stored.files))]
+            return outputs, json.loads((folder / f"{key}.json").read_text(encoding="utf-8")), True
+        except (OSError, ValueError, KeyError):
+            log.warning("ignoring an unreadable tier-C cache entry %s", key)
+    jobs = cfg.emulation.jobs or os.cpu_count() or 1
+    outputs, records = emulator.run(nb_file, subset.inputs, feeds, jobs)
+    if folder is not None:
+        with atomic.replacing(folder / f"{key}.npz") as tmp:
+            with tmp.open("wb") as handle:
+                np.savez(handle, **{f"output_{i}": o for i, o in enumerate(outputs)})
+        atomic.write_json(folder / f"{key}.json", records)
+    return outputs, records, False

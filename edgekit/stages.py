@@ -171,7 +171,7 @@ def convert_twin(rec: BuildRecord) -> BuildRecord:
     return rec.with_(twin=twin)
 
 
-# ---------------------------------------------------------------- validation (tiers A and B; C: edgekit.emulation)
+# ---------------------------------------------------------------- validation (tiers A, B and C)
 
 def tier_a(rec: BuildRecord) -> BuildRecord:
     from .lite.runtime import LiteRunner
@@ -188,6 +188,14 @@ def tier_a(rec: BuildRecord) -> BuildRecord:
 def tier_b(rec: BuildRecord) -> BuildRecord:
     report, simulated = tiers.tier_b(rec.report, rec.cfg, rec.static, rec.quantized, rec.evaluation, rec.reference)
     return rec.with_(report=report, simulated=tuple(simulated))
+
+
+def tier_c(rec: BuildRecord) -> BuildRecord:
+    """model.nb itself on Paddle-Lite's ARM kernels under qemu (or a note saying why not, never a silent pass)."""
+    from .emulation import emulate
+
+    report, emulation = emulate(rec)
+    return rec.with_(report=report, emulation=emulation)
 
 
 def gates(rec: BuildRecord) -> BuildRecord:
@@ -290,11 +298,3 @@ def _unpruned_int8_size(rec: BuildRecord) -> None:
     nb = lite.convert(base.model, TARGETS[cfg.target].opt_places, folder / "model.nb", timeout=cfg.tool_timeout,
                       target=cfg.target.value, precision="int8")
     pruned.report.record_nb(f"unpruned {cfg.target.value} int8", lite.read_header(nb.nb_file))
-
-
-def tier_c(rec: BuildRecord) -> BuildRecord:
-    """model.nb itself on Paddle-Lite's ARM kernels under qemu (or a note saying why not, never a silent pass)."""
-    from .emulation import emulate
-
-    report, emulation = emulate(rec)
-    return rec.with_(report=report, emulation=emulation)

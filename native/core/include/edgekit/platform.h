@@ -1,0 +1,38 @@
+// The only operating-system specific calls of the core (implemented in
+// platform_posix.cc, with fallbacks where a platform lacks them), so the rest
+// builds unchanged for Linux boards, Android and iOS.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace edgekit {
+namespace platform {
+
+// The text of /proc/cpuinfo (read with fopen, so an LD_PRELOAD shim can stand
+// in for it under emulation); nullopt where there is none (iOS, macOS).
+std::optional<std::string> read_cpuinfo();
+// The core count Lite uses on Linux (/sys/devices/system/cpu/cpuN entries);
+// std::thread::hardware_concurrency() elsewhere; at least 1.
+int cpu_core_count();
+// uname's machine ("aarch64", "armv7l", "x86_64"), else the compile target.
+std::string machine_arch();
+// Peak resident set size of this process in KiB (max of getrusage and
+// /proc/self/status VmHWM); 0 when unknown.
+long peak_rss_kb();
+
+// Sends this process's stderr to the null device for the guard's lifetime
+// (Lite logs a screenful for every predictor, including throw-away probes).
+class StderrSilencer {
+ public:
+  StderrSilencer();
+  ~StderrSilencer();
+  StderrSilencer(const StderrSilencer&) = delete;
+  StderrSilencer& operator=(const StderrSilencer&) = delete;
+
+ private:
+  int saved_ = -1;
+};
+
+}  // namespace platform
+}  // namespace edgekit

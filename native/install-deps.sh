@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Makes sure the tools for native/ are installed: the aarch64 and armhf cross
+# compilers, qemu-user (qemu-aarch64, qemu-arm), cmake and ninja.
+#   all present                     -> exit 0, silently
+#   missing, root with apt-get      -> install them quietly (Debian/Ubuntu packages)
+#   missing otherwise               -> print the apt-get line to run, exit 1
+set -euo pipefail
+
+# command -> the Debian package that provides it
+declare -A PACKAGE=(
+    [aarch64-linux-gnu-g++]=g++-aarch64-linux-gnu
+    [arm-linux-gnueabihf-g++]=g++-arm-linux-gnueabihf
+    [qemu-aarch64]=qemu-user
+    [qemu-arm]=qemu-user
+    [cmake]=cmake
+    [ninja]=ninja-build
+)
+ALL="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user cmake ninja-build"
+
+missing_commands() {
+    local cmd
+    for cmd in aarch64-linux-gnu-g++ arm-linux-gnueabihf-g++ qemu-aarch64 qemu-arm cmake ninja; do
+        command -v "$cmd" >/dev/null 2>&1 || printf '%s\n' "$cmd"
+    done
+}
+
+missing="$(missing_commands)"
+[[ -z "$missing" ]] && exit 0
+
+packages="$(for cmd in $missing; do printf '%s\n' "${PACKAGE[$cmd]}"; done | sort -u | tr '\n' ' ')"
+packages="${packages% }"
+say() { printf 'edgekit native: %s\n' "$*" >&2; }
+
+if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    say "installing $packages (missing: $(echo $missing))"
+    export DEBIAN_FRONTEND=noninteractive
+    log="$(mktemp)"
+    if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends $packages; } >"$log" 2>&1; then
+        tail -n 20 "$log" >&2
+        rm -f "$log"
+        say "apt-get failed; run it yourself: apt-get update && apt-get install -y $ALL"
+        exit 1
+    fi
+    rm -f "$log"
+    missing="$(missing_commands)"
+    if [[ -n "$missing" ]]; then
+        say "still missing after the install: $(echo $missing)"
+        exit 1
+    fi
+    exit 0
+fi
+
+say "missing: $(echo $missing)"
+say "install them with: sudo apt-get update && sudo apt-get install -y $packages"
+exit 1
