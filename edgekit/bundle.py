@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -45,8 +46,38 @@ def write_golden(folder: Path, feeds: Mapping[str, np.ndarray], outputs: Sequenc
     if labels is not None:
         np.save(folder / "labels.npy", labels.astype(np.int64), allow_pickle=False)
         entry["labels"] = "golden/labels.npy"
-    (folder / "golden.json").write_text(json.dumps(entry, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_golden_index(folder, entry)
     return entry
+
+
+def write_golden_index(folder: Path, entry: dict) -> None:
+    (folder / "golden.json").write_text(json.dumps(entry, indent=2, sort_keys=True, ensure_ascii=False) + "\n",
+                                        encoding="utf-8")
+
+
+def write_golden_images(folder: Path, files: Sequence[Path], spec, feed: str, run, postprocess) -> dict:
+    """Source images with what the host computes from them, for the apps' equality tests.
+
+    Per image, in order: the file (copied byte for byte), its preprocessed tensor (the
+    bundle's preprocess.json applied by the Python path), the FP32 reference outputs and
+    the post-processed result (task.json). An app's core must reproduce each step.
+    """
+    from .data import decode_image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    names = []
+    for i, source in enumerate(files):
+        name = f"{i:04d}{source.suffix.lower()}"
+        shutil.copyfile(source, folder / name)
+        names.append(f"golden/images/{name}")
+    tensors = np.stack([spec.apply(decode_image(Path(f))) for f in files])
+    outputs = run({feed: tensors})
+    np.save(folder / "input.npy", tensors, allow_pickle=False)
+    for i, out in enumerate(outputs):
+        np.save(folder / f"output_{i}.npy", np.ascontiguousarray(out), allow_pickle=False)
+    return {"files": names, "input": "golden/images/input.npy",
+            "outputs": [f"golden/images/output_{i}.npy" for i in range(len(outputs))],
+            "results": postprocess(outputs) if postprocess else None}
 
 
 def file_table(root: Path) -> dict:

@@ -181,6 +181,18 @@ def build(
     typer.echo(f"bundle: {result.bundle.path}")
 
 
+def _emulation_settings(lite_arm: Optional[Path], cpu: Optional[str]):
+    """[emulation] from flags and the environment alone (no edgekit.toml: a bundle carries its own model)."""
+    from .config import EmulationConfig
+    from .errors import ConfigError
+
+    runtime = lite_arm or (Path(os.environ["EDGEKIT_LITE_ARM"]) if os.environ.get("EDGEKIT_LITE_ARM") else None)
+    cpu = cpu or os.environ.get("EDGEKIT_CPU") or "default"
+    if cpu not in CPU_PROFILES:
+        raise ConfigError(f"CPU profile {cpu!r} is unknown", f"use one of {', '.join(CPU_PROFILES)}")
+    return EmulationConfig(runtime=runtime.expanduser().absolute() if runtime else None, cpu=cpu)
+
+
 def _progress(quiet: bool):
     started: dict[str, float] = {}
 
@@ -255,11 +267,20 @@ def inspect(
 @app.command()
 def parity(
     bundle: Path = typer.Argument(..., help="A bundle folder written by `edgekit build`."),
+    emulate: bool = typer.Option(False, "--emulate", help="Run model.nb itself on Paddle-Lite's ARM runtime under qemu "
+                                 "(tier C) instead of the x86 twin, gated by the golden tolerances a device must meet."),
+    lite_arm: LiteArmOpt = None,
+    cpu: CpuOpt = None,
+    timeout: float = typer.Option(600.0, "--timeout", help="Seconds the emulated run may take."),
 ) -> None:
-    """Replay a bundle's golden vectors on its x86 twin .nb and apply the build's tier-A gates to them."""
-    from .inspection import replay_golden
+    """Replay a bundle's golden vectors: on its x86 twin .nb with the build's tier-A gates, or (--emulate) on
+    model.nb under emulation. Exit 9 when a gate fails, 10 when the bundle does not verify."""
+    from .inspection import replay_golden, replay_golden_emulated
 
-    lines, ok = replay_golden(bundle)
+    if emulate:
+        lines, ok = replay_golden_emulated(bundle, _emulation_settings(lite_arm, cpu), timeout)
+    else:
+        lines, ok = replay_golden(bundle)
     for line in lines:
         typer.echo(line)
     if not ok:
@@ -272,52 +293,64 @@ def run(
     image: Path = typer.Argument(..., help="An image file (PNG/JPEG)."),
     as_json: bool = typer.Option(False, "--json", help="Pretty-print the JSON result."),
 ) -> None:
-    """Run a bundle's x86 twin on one image with the bundle's own pre/post-processing; print the result."""
-    import cv2
+    """Run a bundle's x86 twin on one image with the bundle's own preprocess.json and task.json (as the apps do);
+    print the result (class and label; OCR boxes in image pixels, text, direction)."""
+    from .predict import BundleModel, read_image
 
-    from . import bundle as bundle_mod
-    from .data import PreprocessSpec
-    from .errors import BundleError, DataError
-    from .lite.runtime import LiteRunner
-    from .tasks import TaskKind, make_task
-    from .tasks.ocr import line_tensor, normalize
-
-    loaded = bundle_mod.load(bundle)
-    problems = bundle_mod.verify(loaded)
-    if problems:
-        raise BundleError(f"bundle {bundle} does not verify: {problems[0]}", "rebuild it with `edgekit build`")
-    manifest = loaded.manifest
-    task_file = bundle / "task.json"
-    if not task_file.is_file():
-        raise BundleError(f"{bundle} has no task.json: it was built without labels or ground truth",
-                          "rebuild with labelled evaluation data (or a truth file) so the bundle knows its task")
-    spec = json.loads(task_file.read_text(encoding="utf-8"))
-    task = make_task(spec["kind"], spec["options"])
-    picture = cv2.imread(str(image), cv2.IMREAD_COLOR)
-    if picture is None:
-        raise DataError(f"cannot decode image {image}", "give a PNG/JPEG file")
-    feed = manifest["model"]["inputs"][0]
-    height, width = feed["shape"][2:]
-    if height < 1 or width < 1:
-        raise BundleError(f"the bundle's input {feed['name']!r} has dynamic size {feed['shape']}",
-                          "edgekit run needs fixed height and width: rebuild with --input giving them")
-    if task.kind in (TaskKind.ocr_rec, TaskKind.ocr_cls):
-        x = line_tensor(picture, height, width)
-    elif task.kind is TaskKind.ocr_det:          # boxes come back in model pixels
-        x = normalize(cv2.resize(picture, (width, height)))
-    else:
-        raw = json.loads((bundle / "preprocess.json").read_text(encoding="utf-8"))["preprocess"]
-        if raw is None:
-            raise BundleError(f"{bundle} has no preprocessing spec (it was built from tensor data)",
-                              "rebuild with an image folder and a [preprocess] table to run it on images")
-        x = PreprocessSpec.from_mapping({k: v for k, v in raw.items() if k != "order"}).apply(picture)
-    outputs = LiteRunner(bundle / manifest["host_twin"]["file"], [feed["name"]]).run_one({feed["name"]: x[None]})
-    result = task.postprocess(outputs)[0]
+    result = BundleModel.load(bundle).predict(read_image(image))
     typer.echo(json.dumps(result, ensure_ascii=False, indent=2 if as_json else None))
+
+
+@app.command()
+def ocr(
+    image: Path = typer.Argument(..., help="A page image (PNG/JPEG)."),
+    det: Path = typer.Option(..., "--det", help="The text-detection bundle (task ocr_det)."),
+    rec: Path = typer.Option(..., "--rec", help="The text-recognition bundle (task ocr_rec)."),
+    cls: Optional[Path] = typer.Option(None, "--cls", help="The direction-classifier bundle (task ocr_cls): crops it "
+                                       "reads as upside down are turned before recognition."),
+    as_json: bool = typer.Option(False, "--json", help="Pretty-print the JSON result."),
+) -> None:
+    """PP-OCR as a system on the host, as the apps run it: detect -> crop -> (classify, rotate) -> recognise, on the
+    bundles' x86 twins with their own preprocessing; one JSON line per text line, in reading order."""
+    from .predict import BundleModel, ocr_system, read_image
+
+    lines = ocr_system(read_image(image), BundleModel.load(det), BundleModel.load(rec),
+                       BundleModel.load(cls) if cls else None)
+    typer.echo(json.dumps(lines, ensure_ascii=False, indent=2 if as_json else None))
+
+
+@app.command()
+def package(
+    bundles: List[Path] = typer.Argument(..., help="Bundle folders written by `edgekit build` (e.g. det, cls and rec)."),
+    platform: str = typer.Option(..., "--platform", "-p", help="android, ios or linux (the camera demo)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="The asset folder to write (replaced as a whole). "
+                                       "Default: the demo app's own asset folder in this checkout "
+                                       "(android_demo/app/src/main/assets/edgekit, ios_demo/EdgekitDemo/Resources/edgekit, "
+                                       "camera_demo/assets)."),
+) -> None:
+    """Verify bundles and write the app-ready asset set (models, specs, labels, golden data, assets.json with
+    every file's sha256 and the runtime version the app must link) that the apps' loader checks at start-up."""
+    from .errors import ConfigError
+    from .package import PLATFORMS, Platform, default_destination
+    from .package import package as write_assets
+
+    try:
+        chosen = Platform(platform)
+    except ValueError:
+        raise ConfigError(f"platform {platform!r} is unknown", f"use one of {', '.join(p.value for p in Platform)}") from None
+    root = Path(__file__).resolve().parents[1]
+    if out is None and not (root / PLATFORMS[chosen].assets).parent.parent.is_dir():
+        raise ConfigError(f"no {chosen.value} demo app next to this edgekit installation", "pass --out FOLDER")
+    destination = out.expanduser().absolute() if out else default_destination(chosen, root)
+    index = write_assets(bundles, chosen, destination)
+    for model in index["models"]:
+        typer.echo(f"{model['name']}: {model['task']} {model['target']} {model['precision']}")
+    typer.echo(f"assets: {destination} ({len(index['files'])} files, runtime {index['runtime_required']['opt_version']})")
 
 
 import_app = typer.Typer(cls=_Edgekit, no_args_is_help=True, help="Convert models from other frameworks into Paddle inference models.")
 app.add_typer(import_app, name="import")
+from .device.cli import device_app; app.add_typer(device_app, name="device")  # noqa: E402,E702
 
 
 @import_app.command("onnx")

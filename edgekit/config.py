@@ -77,6 +77,7 @@ class DataConfig:
     evaluation: Path | None = None
     labels: Path | None = None
     preprocess: PreprocessSpec | None = None
+    images: Path | None = None            # sample images for the bundle's golden image cases (default: image-folder eval data)
 
 
 @dataclass(frozen=True)
@@ -207,7 +208,7 @@ def _toml_layer(path: Path) -> dict:
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"[model].inputs in {path} is malformed", 'write inputs = [{name = "x", shape = [-1, 3, 224, 224]}]') from exc
     out.update(model)
-    data = _section(raw, "data", {"calibration", "evaluation", "labels"}, path)
+    data = _section(raw, "data", {"calibration", "evaluation", "labels", "images"}, path)
     out.update({k: _path(base, v) for k, v in data.items()})
     if "preprocess" in raw:
         out["preprocess"] = _preprocess(raw["preprocess"], path)
@@ -348,7 +349,7 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
     model = ModelConfig(name=name, factory=m.get("factory"), weights=m.get("weights"),
                         model_file=m.get("model_file"), params_file=m.get("params_file"),
                         inputs=tuple(m.get("inputs") or ()))
-    data = DataConfig(m.get("calibration"), m.get("evaluation"), m.get("labels"), m.get("preprocess"))
+    data = DataConfig(m.get("calibration"), m.get("evaluation"), m.get("labels"), m.get("preprocess"), m.get("images"))
     precision = _enum(Precision, m.get("precision", "fp32"), "precision (--quant / EDGEKIT_QUANT / [build] precision)")
     target = _enum(Target, m.get("target", "arm64"), "target (--target / EDGEKIT_TARGET / [build] target)")
     if target is Target.x86 and PRECISIONS[precision].arm_only:

@@ -2,8 +2,13 @@
 
 The preprocessing spec is the single definition of how pixels become the model's
 input. The host uses it here, it is written into every bundle as
-`preprocess.json`, and the apps implement exactly these steps, in this order:
-decode -> colour -> resize -> centre crop -> scale -> (x - mean) / std -> layout.
+`preprocess.json`, and native/'s core implements exactly these steps, in this order:
+decode -> colour -> resize -> centre crop -> scale -> (x - mean) / std -> layout -> pad.
+
+Resize modes: `stretch` resizes to exactly [height, width]; `fit_height` (text lines:
+PaddleOCR's rec/cls input) resizes to `height` keeping the aspect ratio, at most
+`width` wide (width ceil(height * w / h)), and fills the columns to the right with
+`pad_value` in the final tensor.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -25,6 +31,7 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 COLORS = ("rgb", "bgr", "gray")
 LAYOUTS = ("NCHW", "NHWC")
 INTERPOLATIONS = ("linear", "nearest", "area")
+RESIZE_MODES = ("stretch", "fit_height")
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,8 @@ class PreprocessSpec:
     mean: tuple[float, ...] = (0.0,)
     std: tuple[float, ...] = (1.0,)
     layout: str = "NCHW"
+    resize_mode: str = "stretch"
+    pad_value: float = 0.0                     # fit_height: the tensor's value right of the resized line
 
     def __post_init__(self) -> None:
         if self.color not in COLORS:
@@ -59,6 +68,11 @@ class PreprocessSpec:
             raise DataError(f"preprocess.scale is {self.scale!r}", "give a positive number, e.g. 0.00392156862745098 (1/255)")
         if any(s == 0 for s in self.std):
             raise DataError("preprocess.std contains 0", "std values divide the input: use non-zero values")
+        if self.resize_mode not in RESIZE_MODES:
+            raise DataError(f"preprocess.resize_mode is {self.resize_mode!r}", f"use one of {', '.join(RESIZE_MODES)}")
+        if self.resize_mode == "fit_height" and (self.resize is None or self.crop is not None):
+            raise DataError("preprocess.resize_mode fit_height needs resize = [height, max width] and no crop",
+                            "give resize and drop crop, or use resize_mode stretch")
 
     @property
     def channels(self) -> int:
@@ -81,7 +95,7 @@ class PreprocessSpec:
 
     def to_json(self) -> dict:
         record = asdict(self)
-        record["order"] = ["decode", "color", "resize", "crop", "scale", "normalize", "layout"]
+        record["order"] = ["decode", "color", "resize", "crop", "scale", "normalize", "layout", "pad"]
         return record
 
     def apply(self, image: np.ndarray) -> np.ndarray:
@@ -98,8 +112,11 @@ class PreprocessSpec:
                 image = np.repeat(image, 3, axis=2)
             if self.color == "rgb":
                 image = image[:, :, ::-1]
+        width = None
         if self.resize is not None:
             h, w = self.resize
+            if self.resize_mode == "fit_height":
+                width, w = w, max(1, min(w, math.ceil(h * image.shape[1] / image.shape[0])))
             image = cv2.resize(np.ascontiguousarray(image), (w, h), interpolation=interp)
             if image.ndim == 2:
                 image = image[:, :, None]
@@ -112,6 +129,10 @@ class PreprocessSpec:
             image = image[top:top + ch, left:left + cw]
         x = image.astype(np.float32) * np.float32(self.scale)
         x = (x - np.asarray(self.mean, np.float32)) / np.asarray(self.std, np.float32)
+        if width is not None and x.shape[1] < width:
+            padded = np.full((x.shape[0], width, x.shape[2]), np.float32(self.pad_value), np.float32)
+            padded[:, :x.shape[1]] = x
+            x = padded
         if self.layout == "NCHW":
             x = x.transpose(2, 0, 1)
         return np.ascontiguousarray(x, dtype=np.float32)
@@ -187,9 +208,26 @@ def _image_files(folder: Path) -> list[tuple[Path, str | None]]:
     return found
 
 
-def load_images(folder: Path, spec: PreprocessSpec, feed_name: str, labels: Sequence[str] | None = None) -> Samples:
+def decode_image(path: Path) -> np.ndarray:
+    """An image file as the preprocessing spec takes it: uint8, BGR (HxWx3) or gray (HxW); alpha dropped."""
     import cv2
 
+    image = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    if image is None:
+        raise DataError(f"cannot decode image {path}", "remove or replace the file (PNG, JPEG, BMP or WebP)")
+    if image.ndim == 3 and image.shape[2] == 4:
+        image = cv2.cvtColor(image, cv2.COLOR_BGRA2BGR)
+    if image.dtype != np.uint8:
+        raise DataError(f"image {path} is {image.dtype}, not 8-bit", "convert the images to 8-bit")
+    return image
+
+
+def image_files(folder: Path) -> list[Path]:
+    """The images below `folder`, sorted (the order every tool reads them in)."""
+    return [path for path, _ in _image_files(folder)]
+
+
+def load_images(folder: Path, spec: PreprocessSpec, feed_name: str, labels: Sequence[str] | None = None) -> Samples:
     if not folder.is_dir():
         raise DataError(f"data folder {folder} does not exist", "pass an existing folder of images or a .npz file")
     files = _image_files(folder)
@@ -199,14 +237,7 @@ def load_images(folder: Path, spec: PreprocessSpec, feed_name: str, labels: Sequ
     tensors, label_ids = [], []
     index = {name: i for i, name in enumerate(labels)} if labels else None
     for path, klass in files:
-        image = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
-        if image is None:
-            raise DataError(f"cannot decode image {path}", "remove or replace the file")
-        if image.ndim == 3 and image.shape[2] == 4:
-            image = cv2.cvtColor(image, cv2.COLOR_BGRA2BGR)
-        if image.dtype != np.uint8:
-            raise DataError(f"image {path} is {image.dtype}, not 8-bit", "convert the images to 8-bit")
-        tensors.append(spec.apply(image))
+        tensors.append(spec.apply(decode_image(path)))
         if index is not None and klass is not None:
             if klass not in index:
                 raise DataError(f"class folder {klass!r} of {path} is not in the labels file",

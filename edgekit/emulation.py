@@ -29,7 +29,7 @@ from . import parity, tiers
 from .artifacts import sha256_file
 from .config import BuildConfig, EmulationConfig, InputSpec
 from .data import spread_indices
-from .errors import ConfigError
+from .errors import ConfigError, EmulationUnavailable
 from .tables import CPU_PROFILES, TARGETS, Precision
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ class Emulator:
         from .lite import native
 
         if settings.runtime is None:
-            raise native.EmulationUnavailable(
+            raise EmulationUnavailable(
                 "no Paddle-Lite ARM Linux runtime is configured",
                 "set EDGEKIT_LITE_ARM (or --lite-arm, [emulation] runtime) to the folder holding "
                 "inference_lite_lib.armlinux.armv8 (and .armv7hf) of the opt's version")
@@ -110,8 +110,6 @@ def _qemu_version(build, runtime) -> str:
 
 def emulate(rec) -> tuple[parity.ParityReport, dict]:
     """The emulation stage: tier C checks in the report, and what ran (or why not) for the manifest."""
-    from .lite.native import EmulationUnavailable
-
     cfg, settings = rec.cfg, rec.cfg.emulation
     if not settings.enabled:
         return rec.report, {"ran": False, "reason": "skipped on request (--no-emulation / [emulation] enabled = false)"}

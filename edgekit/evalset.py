@@ -119,7 +119,10 @@ def with_truth(cfg: BuildConfig, samples: Samples) -> EvalSet:
         task = make_task(stored.task.kind, {**stored.task.options(), **cfg.task.options}) if cfg.task.options else stored.task
         return EvalSet(samples, task, tuple(stored.values))
     if samples.labels is not None:
-        return EvalSet(samples, make_task(cfg.task.kind or "classification", cfg.task.options),
+        options = dict(cfg.task.options)
+        if cfg.data.labels and (cfg.task.kind or "classification") == "classification":
+            options.setdefault("labels", read_labels(cfg.data.labels))   # task.json then names the classes for apps
+        return EvalSet(samples, make_task(cfg.task.kind or "classification", options),
                        tuple(int(v) for v in samples.labels))
     return EvalSet(samples)
 

@@ -78,22 +78,56 @@ def describe(path: Path) -> dict:
     return {"bundle": str(path), "nb": info, "manifest": m, "problems": problems, "text": text}
 
 
-def replay_golden(path: Path) -> tuple[list[str], bool]:
-    """Run the golden inputs through the bundle's x86 twin and apply the FP32 gates from the manifest."""
-    from .lite.runtime import LiteRunner
-
+def verified(path: Path) -> bundle_mod.Bundle:
+    """A bundle whose every checksum verifies (anything else is refused before it runs)."""
     bundle = bundle_mod.load(path)
     problems = bundle_mod.verify(bundle)
     if problems:
         raise BundleError(f"bundle {path} does not verify: {problems[0]}", "rebuild it with `edgekit build`")
+    return bundle
+
+
+def golden_vectors(bundle: bundle_mod.Bundle) -> tuple[dict, list, list]:
+    golden = bundle.manifest["golden"]
+    feeds = {i["name"]: np.load(bundle.path / i["file"]) for i in golden["inputs"]}
+    reference = [np.load(bundle.path / o["file"]) for o in golden["outputs"]]
+    return feeds, reference, [o["name"] for o in golden["outputs"]]
+
+
+def replay_golden(path: Path) -> tuple[list[str], bool]:
+    """Run the golden inputs through the bundle's x86 twin and apply the FP32 gates from the manifest."""
+    from .lite.runtime import LiteRunner
+
+    bundle = verified(path)
     m = bundle.manifest
-    golden = m["golden"]
-    feeds = {i["name"]: np.load(path / i["file"]) for i in golden["inputs"]}
-    reference = [np.load(path / o["file"]) for o in golden["outputs"]]
-    names = [o["name"] for o in golden["outputs"]]
+    feeds, reference, names = golden_vectors(bundle)
     twin = LiteRunner(path / m["host_twin"]["file"], list(feeds)).run(feeds)
     gates = m["config"]["gates"]
     tolerance = parity.Tolerance(gates["twin_max_abs"], gates["twin_min_cosine"])
     checks = tolerance.checks("A", "x86 twin .nb vs golden", parity.compare(reference, twin, names))
-    lines = [f"replaying {golden['count']} golden samples on {m['host_twin']['file']}"] + [c.line() for c in checks]
+    lines = [f"replaying {m['golden']['count']} golden samples on {m['host_twin']['file']}"] + [c.line() for c in checks]
     return lines, all(c.passed for c in checks)
+
+
+def replay_golden_emulated(path: Path, settings, timeout: float) -> tuple[list[str], bool]:
+    """Run the golden inputs through model.nb itself under emulation; gates: the golden tolerances a device must meet."""
+    from .config import InputSpec
+    from .emulation import Emulator
+    from .tables import TARGETS, Target
+
+    bundle = verified(path)
+    m = bundle.manifest
+    abi = TARGETS[Target(m["model"]["target"])].emulation
+    if abi is None:
+        raise BundleError(f"{path} is an x86 bundle: its model.nb runs on the host already",
+                          "use `edgekit parity BUNDLE` without --emulate")
+    feeds, reference, names = golden_vectors(bundle)
+    emulator = Emulator.prepare(abi, settings, timeout)
+    expect = [InputSpec(i["name"], tuple(i["shape"]), i["dtype"]) for i in m["model"]["inputs"]]
+    outputs, records = emulator.run(bundle.nb_file, feeds, expect, jobs=1)
+    checks = parity.golden_checks(m["golden"]["tolerances"], "C", f"{m['model']['target']} model.nb (emulated ARM) vs golden",
+                                  parity.compare(reference, outputs, names))
+    cpu = records[0].get("cpu", {})
+    lines = [f"replaying {m['golden']['count']} golden samples on model.nb under qemu ({abi}, runtime "
+             f"{records[0].get('runtime_version')}, {cpu.get('int8_kernel_path', '?')} INT8 kernels)"]
+    return lines + [c.line() for c in checks], all(c.passed for c in checks)

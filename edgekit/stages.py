@@ -234,9 +234,16 @@ def write_bundle(rec: BuildRecord) -> BuildRecord:
 
     cfg, staging, evaluation, report = rec.cfg, rec.staging, rec.evaluation, rec.report
     golden_in = evaluation.samples.spread(min(cfg.gates.golden_count, len(evaluation)))
-    ref_golden = StaticRunner(rec.static).run(golden_in.inputs)
+    reference = StaticRunner(rec.static)
+    ref_golden = reference.run(golden_in.inputs)
     golden = bundle_mod.write_golden(staging / "golden", golden_in.inputs, ref_golden, rec.static.fetches,
                                      tiers.golden_tolerances(cfg, report, ref_golden), golden_in.labels)
+    images = _golden_images(cfg, evaluation, golden_in)
+    if images:
+        golden["images"] = bundle_mod.write_golden_images(
+            staging / "golden" / "images", images, cfg.data.preprocess, rec.static.feed_names[0], reference.run,
+            evaluation.task.postprocess if evaluation.task else None)
+        bundle_mod.write_golden_index(staging / "golden", golden)
     write_preprocess(staging / "preprocess.json", cfg.data.preprocess, rec.static.feed_names)
     if cfg.data.labels:
         shutil.copyfile(cfg.data.labels, staging / "labels.txt")
@@ -255,6 +262,20 @@ def write_bundle(rec: BuildRecord) -> BuildRecord:
 
 
 # ---------------------------------------------------------------- helpers
+
+def _golden_images(cfg: BuildConfig, evaluation, golden_in) -> list[Path]:
+    """Source images for the apps' equality tests: the golden samples' own files when the evaluation data is an
+    image folder, else the first `golden_count` of [data] images; none without a preprocessing spec."""
+    from .data import image_files
+
+    if cfg.data.preprocess is None or len(cfg.model.inputs or evaluation.inputs) != 1:
+        return []
+    if golden_in.files and cfg.data.evaluation is not None and cfg.data.evaluation.is_dir():
+        return [cfg.data.evaluation / f for f in golden_in.files]
+    if cfg.data.images is not None:
+        return image_files(cfg.data.images)[:cfg.gates.golden_count]
+    return []
+
 
 def _folder(rec: BuildRecord, name: str) -> Path:
     folder = rec.work / name

@@ -30,7 +30,7 @@ import numpy as np
 from edgekit import proc
 from edgekit.artifacts import sha256_file
 from edgekit.atomic import publish_dir, staging_dir
-from edgekit.errors import ConfigError, DataError, EdgekitError, InputModelError, ToolError
+from edgekit.errors import ConfigError, DataError, EdgekitError, EmulationUnavailable, InputModelError, ToolError
 from edgekit.tables import CPU_PROFILES, CpuProfile
 
 log = logging.getLogger(__name__)
@@ -39,12 +39,6 @@ NATIVE_DIR = Path(__file__).resolve().parents[1] / "native"
 BUILD_TYPE = "MinSizeRel"   # the compute is in Lite; -Os builds twice as fast as -O3
 CACHE_KEEP = 3              # cached builds kept per ABI (older keys are removed)
 RECORD_SCHEMA = "edgekit.runner/1"
-
-
-class EmulationUnavailable(EdgekitError):
-    """No cross compiler, qemu, cmake or native sources: ARM code cannot run on this machine."""
-
-    exit_code = 13
 
 
 class Abi(str, enum.Enum):

@@ -12,13 +12,13 @@ max(len(prediction), len(truth))), in percent.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from edgekit.data import PreprocessSpec
 from edgekit.errors import ConfigError, DataError
 
 from .base import Task, TaskKind, check_count, check_options, first_output, number_option, percent
@@ -30,23 +30,25 @@ OCR_STD = 0.5
 
 # --- preprocessing shared with the apps and `edgekit run` -----------------------------------------
 
+def page_spec(height: int, width: int) -> PreprocessSpec:
+    """The detector's input: the page stretched to the model's size, RGB, (x / 255 - 0.5) / 0.5, CHW."""
+    return PreprocessSpec(color="rgb", resize=(height, width), scale=1.0 / 255.0, mean=(OCR_MEAN,), std=(OCR_STD,))
+
+
+def line_spec(height: int, width: int) -> PreprocessSpec:
+    """Recogniser/classifier input: a text line resized to `height` keeping its aspect ratio (at most `width`),
+    normalised like a page, padded on the right with zeros (PaddleOCR's resize_norm_img)."""
+    return PreprocessSpec(color="rgb", resize=(height, width), resize_mode="fit_height", scale=1.0 / 255.0,
+                          mean=(OCR_MEAN,), std=(OCR_STD,), pad_value=0.0)
+
+
 def normalize(image_bgr: np.ndarray) -> np.ndarray:
-    """uint8 BGR HxWx3 -> float32 RGB CHW, (x / 255 - 0.5) / 0.5."""
-    rgb = image_bgr[:, :, ::-1].astype(np.float32) / np.float32(255.0)
-    return np.ascontiguousarray(((rgb - OCR_MEAN) / OCR_STD).transpose(2, 0, 1), dtype=np.float32)
+    """A page already at the model's size: uint8 BGR HxWx3 -> the detector's float32 CHW input."""
+    return page_spec(*image_bgr.shape[:2]).apply(image_bgr)
 
 
 def line_tensor(image_bgr: np.ndarray, height: int, width: int) -> np.ndarray:
-    """A text-line crop as rec/cls input: resized to `height` keeping its aspect ratio (at most `width`),
-    normalised, then padded on the right with zeros (PaddleOCR's resize_norm_img)."""
-    import cv2
-
-    h, w = image_bgr.shape[:2]
-    resized_w = max(1, min(width, math.ceil(height * w / h)))
-    resized = cv2.resize(image_bgr, (resized_w, height), interpolation=cv2.INTER_LINEAR)
-    out = np.zeros((3, height, width), np.float32)
-    out[:, :, :resized_w] = normalize(resized)
-    return out
+    return line_spec(height, width).apply(image_bgr)
 
 
 # --- detection ------------------------------------------------------------------------------------

@@ -1,5 +1,3 @@
-import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -35,10 +33,3 @@ def cli():
     return invoke
 
 
-def manifest(bundle: Path) -> dict:
-    return json.loads((bundle / "manifest.json").read_text())
-
-
-def leftovers(out: Path) -> list:
-    """Anything a failed build left behind (there must be nothing)."""
-    return sorted(str(p.relative_to(out)) for p in out.rglob("*")) if out.exists() else []

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import leftovers
+from bundles import leftovers
 
 from edgekit.artifacts import StaticModel
 from edgekit.config import InputSpec

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import manifest
+from bundles import manifest
 
 from edgekit import bundle as bundle_mod
 

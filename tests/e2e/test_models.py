@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from conftest import manifest
+from bundles import manifest
 
 pytestmark = pytest.mark.e2e
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import leftovers, manifest
+from bundles import leftovers, manifest
 
 pytestmark = pytest.mark.e2e
 

@@ -311,7 +311,7 @@ def test_static_path_ties_residual_convs_too(tmp_path):
 
 
 def test_cli_build_prunes_fine_tunes_and_records_it(tmp_path, cli):
-    from conftest import manifest
+    from bundles import manifest
 
     out = tmp_path / "out"
     cli("build", "--quant", "int8", "--prune", "flops:50%", "--finetune", "edgekit.examples.digits.finetune:finetune",

@@ -50,8 +50,28 @@ def test_from_mapping_converts_and_rejects_unknown_keys():
 
 def test_to_json_records_the_order():
     record = PreprocessSpec(color="gray").to_json()
-    assert record["order"] == ["decode", "color", "resize", "crop", "scale", "normalize", "layout"]
-    assert record["color"] == "gray" and record["layout"] == "NCHW"
+    assert record["order"] == ["decode", "color", "resize", "crop", "scale", "normalize", "layout", "pad"]
+    assert record["color"] == "gray" and record["layout"] == "NCHW" and record["resize_mode"] == "stretch"
+
+
+def test_fit_height_keeps_the_aspect_ratio_and_pads_on_the_right():
+    spec = PreprocessSpec(color="rgb", resize=(4, 12), resize_mode="fit_height", scale=1.0, mean=(1.0,), pad_value=-7.0)
+    line = np.full((2, 3, 3), 5, np.uint8)            # aspect 1.5 -> 6 columns at height 4
+    out = spec.apply(line)
+    assert out.shape == (3, 4, 12)
+    assert (out[:, :, :6] == 4.0).all() and (out[:, :, 6:] == -7.0).all()
+    wide = spec.apply(np.zeros((2, 40, 3), np.uint8))  # wider than 12 at height 4: squeezed to 12, no padding
+    assert wide.shape == (3, 4, 12) and (wide == -1.0).all()
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    (dict(resize_mode="fit"), "resize_mode is 'fit'"),
+    (dict(resize_mode="fit_height"), "fit_height needs resize"),
+    (dict(resize_mode="fit_height", resize=(4, 8), crop=(2, 2)), "fit_height needs resize"),
+])
+def test_resize_mode_checks(kwargs, fragment):
+    with pytest.raises(DataError, match=fragment):
+        PreprocessSpec(**kwargs)
 
 
 # --- apply: colour --------------------------------------------------------------------------------

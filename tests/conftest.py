@@ -1,0 +1,40 @@
+"""What every test tier shares: the policy for tests that need ARM emulation (tier C, native/ on ARM).
+
+Without EDGEKIT_LITE_ARM (Paddle-Lite's ARM Linux runtime), a cross compiler, qemu or
+cmake they skip and say why; with EDGEKIT_REQUIRE_EMULATION=1 (CI sets it) they fail.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+def emulation_required() -> bool:
+    return os.environ.get("EDGEKIT_REQUIRE_EMULATION", "").strip().lower() in ("1", "true", "yes")
+
+
+def unavailable(reason: str) -> None:
+    """Skip, or fail when emulation is required: never a silent pass."""
+    if emulation_required():
+        pytest.fail(f"EDGEKIT_REQUIRE_EMULATION=1 but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def lite_arm() -> Path:
+    """The ARM runtime folder (EDGEKIT_LITE_ARM) with the tools to use it, for aarch64 at least."""
+    from edgekit.errors import ConfigError, EmulationUnavailable
+    from edgekit.lite import native
+
+    root = os.environ.get("EDGEKIT_LITE_ARM")
+    if not root:
+        unavailable("EDGEKIT_LITE_ARM is not set (the folder holding inference_lite_lib.armlinux.armv8)")
+    try:
+        native.check_tools("aarch64")
+        native.find_runtime(root, "aarch64")
+    except (EmulationUnavailable, ConfigError) as exc:
+        unavailable(f"{exc.message} ({exc.hint})")
+    return Path(root)
