@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the tools for native/ are installed: the aarch64 and armhf cross
-# compilers, qemu-user (qemu-aarch64, qemu-arm), cmake and ninja.
+# compilers, qemu-user (qemu-aarch64, qemu-arm), cmake and ninja; and OpenSSH's
+# client and server, which the device suite uses (its tests start a loopback sshd).
 #   all present                     -> exit 0, silently
 #   missing, root with apt-get      -> install them quietly (Debian/Ubuntu packages)
 #   missing otherwise               -> print the apt-get line to run, exit 1
@@ -14,14 +15,18 @@ declare -A PACKAGE=(
     [qemu-arm]=qemu-user
     [cmake]=cmake
     [ninja]=ninja-build
+    [ssh]=openssh-client
+    [scp]=openssh-client
+    [/usr/sbin/sshd]=openssh-server
 )
-ALL="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user cmake ninja-build"
+ALL="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user cmake ninja-build openssh-client openssh-server"
 
 missing_commands() {
     local cmd
-    for cmd in aarch64-linux-gnu-g++ arm-linux-gnueabihf-g++ qemu-aarch64 qemu-arm cmake ninja; do
+    for cmd in aarch64-linux-gnu-g++ arm-linux-gnueabihf-g++ qemu-aarch64 qemu-arm cmake ninja ssh scp; do
         command -v "$cmd" >/dev/null 2>&1 || printf '%s\n' "$cmd"
     done
+    [[ -x /usr/sbin/sshd ]] || printf '%s\n' /usr/sbin/sshd     # not on a normal user's PATH
 }
 
 missing="$(missing_commands)"

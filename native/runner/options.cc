@@ -46,6 +46,18 @@ Shape parse_shape(const std::string& text, const std::string& whole) {
 
 }  // namespace
 
+int parse_delay_ms(const char* text) {
+  if (text == nullptr || *text == '\0') return 0;
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || errno != 0 || value < 0 || value > 60000) {
+    throw usage(std::string(kDelayVariable) + "='" + text + "' is not a whole number of milliseconds in 0..60000",
+                std::string("unset ") + kDelayVariable + " (it is a test hook) or give e.g. 20");
+  }
+  return static_cast<int>(value);
+}
+
 Expect parse_expect(const std::string& text) {
   // Split from the right: feed names may hold ':' (rare), shapes and dtypes never do.
   Expect expect;
@@ -160,6 +172,9 @@ std::string usage_text() {
          "                               without it shapes are not checked (the record says so)\n"
          "  --version                    print the Paddle-Lite runtime version\n"
          "  --cpu-info                   print the CPU as Lite will see it (JSON)\n"
+         "\n"
+         "environment: EDGEKIT_RUNNER_DELAY_MS=N (test hook) sleeps N ms inside every warm-up\n"
+         "and timed run; the record's notes say so\n"
          "\n"
          "exit codes: 0 ok, 1 internal error, 2 usage, 3 unreadable/foreign model or Lite load\n"
          "failure, 4 model opt version differs from the runtime, 5 bad inputs, 6 run failure,\n"

@@ -43,6 +43,12 @@ struct Options {
 
 // Throws Error(ExitCode::usage) naming the offending argument.
 Options parse_options(const std::vector<std::string>& args);
+
+// Test hook: EDGEKIT_RUNNER_DELAY_MS, a sleep added inside every warm-up and timed
+// run so a suite can prove it notices a slowdown. `text` is the variable's value
+// (null or empty: 0). Throws Error(ExitCode::usage) for anything but 0..60000.
+constexpr const char* kDelayVariable = "EDGEKIT_RUNNER_DELAY_MS";
+int parse_delay_ms(const char* text);
 Expect parse_expect(const std::string& text);
 std::string usage_text();
 

@@ -7,6 +7,7 @@ A build that starts and breaks always fails.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -66,6 +67,25 @@ def run_native():
     def run(abi: str, runtime, build, argv: list, profile="default"):
         prefix = native.emulator_argv(abi, runtime, profile, shim=build.shim)
         return subprocess.run(prefix + [str(a) for a in argv], capture_output=True, text=True, timeout=300)
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def core_jobs(emulation, run_native):
+    """core_jobs(abi, jobs, folder) -> (report, process): edgekit-core-tool runs a list of pre/post-processing
+    jobs in one process, so qemu starts once for hundreds of cases."""
+
+    def run(abi: str, jobs: list, folder):
+        runtime, build = emulation(abi)
+        folder.mkdir(parents=True, exist_ok=True)
+        jobs_file, report_file = folder / "jobs.json", folder / "report.json"
+        jobs_file.write_text(json.dumps(jobs, ensure_ascii=False), encoding="utf-8")
+        done = run_native(abi, runtime, build, [build.root / "edgekit-core-tool", "jobs", jobs_file, report_file])
+        assert report_file.is_file(), f"{abi}: exit {done.returncode}: {done.stderr[-2000:]}"
+        report = json.loads(report_file.read_text(encoding="utf-8"))
+        assert len(report["jobs"]) == len(jobs)
+        return report, done
 
     return run
 

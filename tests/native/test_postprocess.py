@@ -1,0 +1,228 @@
+"""The app core's post-processing (native/core, through edgekit-core-tool) against Python's
+`Task.postprocess`: the same classes, labels, texts and boxes, scores within 1e-6, on the host and on
+aarch64 and armhf under qemu.
+
+Model outputs: random logits and distributions (and batches mixing both), ties, thousands of classes;
+DB probability maps with blobs (touching, diagonal, at the borders, thin, faint, more than max_candidates),
+values exactly at the threshold; CTC sequences with repeats and blanks over a dictionary with Chinese
+characters, with and without the space class; direction scores.
+"""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import numpy as np
+import pytest
+
+from edgekit.tasks import make_task
+from edgekit.tasks.classification import as_probabilities
+
+ABIS = ["host", pytest.param("aarch64", marks=pytest.mark.e2e), pytest.param("armhf", marks=pytest.mark.e2e)]
+SCORE_TOL = 1e-6
+SCORE_KEYS = {"score", "confidence"}
+CHINESE = list("中文字符识别测试边缘设备模型")
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)).astype(np.float32)
+
+
+def classification_cases(rng):
+    labels = [f"class {i}" for i in range(10)]
+    logits = rng.normal(0, 3, (32, 10)).astype(np.float32)
+    distributions = softmax(rng.normal(0, 2, (24, 10)))
+    mixed = np.concatenate([distributions[:5], logits[:3]])            # one logit row: the batch is softmaxed
+    ties = np.zeros((4, 6), np.float32)
+    ties[:, [1, 4]] = 2.0
+    ties[2, 5] = 2.0
+    yield "logits", {"labels": labels}, logits, {}
+    yield "distributions", {"labels": labels}, distributions, {}
+    yield "mixed batch", {"labels": labels}, mixed, {}
+    yield "ties no labels", {}, ties, {"top_k": 3}
+    yield "negative", {}, -np.abs(rng.normal(0, 1, (8, 7))).astype(np.float32), {}
+    yield "1000 classes top5", {"labels": [f"n{i:05d}" for i in range(1000)]}, \
+        rng.normal(0, 4, (6, 1000)).astype(np.float32), {"top_k": 5}
+    yield "10000 classes", {}, rng.normal(0, 1, (3, 10000)).astype(np.float32), {}
+    yield "rank 4 output", {"labels": labels[:6]}, rng.normal(0, 1, (5, 6, 1, 1)).astype(np.float32), {}
+    yield "labels file", {}, logits[:6], {"labels_file": ["cat", "dog", "ünïcode 猫", "  spaced  "]}
+
+
+def blob_map(rng, height, width, blobs, background=0.05):
+    prob = (rng.random((height, width)) * background).astype(np.float32)
+    for top, left, h, w, value in blobs:
+        prob[top:top + h, left:left + w] = (value + rng.random((h, w)) * (1 - value) * 0.5).astype(np.float32)
+    return prob
+
+
+def det_cases(rng):
+    blobs = [
+        (5, 5, 6, 30, 0.7), (5, 36, 6, 20, 0.8),          # two boxes, a gap of 1 column
+        (20, 5, 8, 12, 0.9), (28, 17, 8, 12, 0.9),        # touching diagonally: one component
+        (0, 60, 5, 20, 0.75), (40, 0, 8, 10, 0.8),        # at the borders: the grown box is clamped
+        (45, 30, 2, 25, 0.95), (45, 60, 10, 3, 0.9),      # thin: min_size drops them
+        (25, 40, 10, 30, 0.35),                           # faint: box_thresh drops it
+        (15, 70, 3, 3, 0.9), (52, 70, 5, 9, 0.99),
+    ]
+    maps = np.stack([blob_map(rng, 60, 90, blobs), blob_map(rng, 60, 90, blobs[::2]), blob_map(rng, 60, 90, [])])
+    yield "blobs", {}, maps[:, None], {}
+    yield "blobs options", {"thresh": 0.5, "box_thresh": 0.3, "unclip_ratio": 2.0, "min_size": 1, "match_iou": 0.7}, \
+        maps[:, None], {}
+    at = np.full((1, 1, 12, 12), np.float32(0.3), np.float32)         # exactly float32(0.3): not > thresh
+    at[0, 0, 3:9, 3:9] = np.nextafter(np.float32(0.3), np.float32(1))
+    yield "at the threshold", {"box_thresh": 0.2}, at, {}
+    noise = rng.random((2, 1, 80, 100)).astype(np.float32)            # many components, some above 0.6
+    yield "noise", {"thresh": 0.4, "box_thresh": 0.5, "min_size": 1}, noise, {}
+    dense = (rng.random((1, 1, 220, 230)) < 0.35).astype(np.float32) * 0.9  # > 1000 components: max_candidates
+    yield "max candidates", {"min_size": 0, "box_thresh": 0.1}, dense, {}
+    page = blob_map(rng, 160, 320, [(10 + 14 * i, 8 + (i * 37) % 60, 9, 80 + (i * 53) % 200, 0.6 + 0.03 * i)
+                                    for i in range(10)])
+    yield "page", {}, page[None, None], {}
+
+
+def ctc_sequence(rng, steps, classes, tokens):
+    """Scores whose argmax follows `tokens` (class per step), softmax-like rows."""
+    logits = rng.normal(0, 1, (steps, classes)).astype(np.float32)
+    logits[np.arange(steps), tokens] += 6.0
+    return softmax(logits)
+
+
+def rec_cases(rng):
+    dictionary = list("0123456789abcdefghijklmnopqrstuvwxyzABC") + CHINESE
+    classes = len(dictionary) + 2
+    seqs = []
+    for _ in range(12):
+        steps = 40
+        tokens = rng.integers(0, classes, steps)
+        tokens[rng.random(steps) < 0.4] = 0                               # blanks
+        repeat = rng.random(steps) < 0.3
+        tokens[1:][repeat[1:]] = tokens[:-1][repeat[1:]]                  # repeats to collapse
+        seqs.append(ctc_sequence(rng, steps, classes, tokens))
+    blank = ctc_sequence(rng, 40, classes, np.zeros(40, int))             # all blank: "" and 0.0
+    chinese = ctc_sequence(rng, 40, classes, np.array(([0, 40, 40, 0, 41, 0, 41, classes - 1] * 5)))
+    yield "rec", {"dictionary": dictionary, "use_space_char": True}, np.stack(seqs + [blank, chinese]), {}
+    no_space = {"dictionary": dictionary + ["Z"], "use_space_char": False, "ignore_space": False}
+    yield "rec no space", no_space, np.stack(seqs[:4]), {}
+    raw = rng.normal(0, 2, (3, 25, classes)).astype(np.float32)             # not probabilities
+    yield "rec raw scores", {"dictionary": dictionary}, raw, {}
+
+
+def cls_cases(rng):
+    yield "cls", {}, softmax(rng.normal(0, 2, (20, 2))), {}
+    yield "cls four", {"labels": ["0", "90", "180", "270"]}, softmax(rng.normal(0, 2, (9, 4))), {}
+
+
+def all_cases():
+    rng = np.random.default_rng(7)
+    for kind, make in (("classification", classification_cases), ("ocr_det", det_cases), ("ocr_rec", rec_cases),
+                       ("ocr_cls", cls_cases)):
+        for name, options, output, extra in make(rng):
+            yield kind, name, options, np.ascontiguousarray(output, np.float32), extra
+
+
+def python_results(kind, options, output, extra):
+    if "labels_file" in extra:
+        options = dict(options, labels=[line.strip() for line in extra["labels_file"]])
+    task = make_task(kind, options)
+    results = task.postprocess([output])
+    if kind == "classification" and extra.get("top_k", 1) > 1:
+        probs = as_probabilities(task._scores([output]))
+        for result, row in zip(results, probs):
+            best = np.argsort(-row, kind="stable")[:extra["top_k"]]
+            result["top"] = [{"class": int(i), "label": task.labels[i] if i < len(task.labels) else str(i),
+                              "score": round(float(row[i]), 6)} for i in best]
+    return results
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("postprocess")
+    items = []
+    for i, (kind, name, options, output, extra) in enumerate(all_cases()):
+        task = make_task(kind, options)
+        task_file, output_file = folder / f"task_{i:03d}.json", folder / f"output_{i:03d}.npy"
+        # as edgekit/stages.py writes a bundle's task.json
+        task_file.write_text(json.dumps({"kind": task.kind.value, "primary": task.primary, "options": task.options()},
+                                        ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        np.save(output_file, output)
+        job = {"op": "postprocess", "task": str(task_file), "output": str(output_file)}
+        if "top_k" in extra:
+            job["top_k"] = extra["top_k"]
+        if "labels_file" in extra:
+            labels = folder / f"labels_{i:03d}.txt"
+            labels.write_text("\n".join(extra["labels_file"]) + "\n\n", encoding="utf-8")
+            job["labels"] = str(labels)
+        items.append((f"{kind}/{name}", job, python_results(kind, options, output, extra)))
+    return items
+
+
+def differences(got, want, path="", worst=None):
+    """Every place where the C++ result differs from Python's: exact, except scores within SCORE_TOL."""
+    worst = worst if worst is not None else [0.0]
+    if isinstance(want, dict):
+        if not isinstance(got, dict) or set(got) != set(want):
+            return [f"{path}: keys {sorted(got) if isinstance(got, dict) else got} != {sorted(want)}"]
+        return [d for key in want for d in differences(got[key], want[key], f"{path}.{key}", worst)]
+    if isinstance(want, (list, tuple)):
+        if not isinstance(got, list) or len(got) != len(want):
+            return [f"{path}: {got} != {list(want)}"]
+        return [d for i, (g, w) in enumerate(zip(got, want)) for d in differences(g, w, f"{path}[{i}]", worst)]
+    if path.rsplit(".", 1)[-1] in SCORE_KEYS:
+        worst[0] = max(worst[0], abs(got - want))
+        return [] if abs(got - want) <= SCORE_TOL else [f"{path}: {got} != {want}"]
+    return [] if got == want else [f"{path}: {got!r} != {want!r}"]
+
+
+@pytest.mark.parametrize("abi", ABIS)
+def test_results_equal_python(core_jobs, prepared, abi, tmp_path):
+    jobs = [dict(job, json=str(tmp_path / f"result_{i:03d}.json")) for i, (_, job, _) in enumerate(prepared)]
+    report, _ = core_jobs(abi, jobs, tmp_path)
+    problems, worst, counted = [], [0.0], {}
+    for i, ((name, job, want), result) in enumerate(zip(prepared, report["jobs"])):
+        assert result["ok"], f"{name}: {result.get('error')}"
+        got = json.loads((tmp_path / f"result_{i:03d}.json").read_text(encoding="utf-8"))
+        assert got["kind"] == name.split("/")[0]
+        problems += [f"{name}{d}" for d in differences(got["results"], want, "", worst)]
+        counted[got["kind"]] = counted.get(got["kind"], 0) + len(want)
+    assert not problems, f"{abi}: {len(problems)} differences:\n" + "\n".join(problems[:20])
+    assert worst[0] <= SCORE_TOL
+    assert counted["classification"] > 90 and counted["ocr_det"] >= 8 and counted["ocr_rec"] >= 20
+
+
+def test_cases_exercise_what_they_claim(prepared):
+    """The structured outputs really produce what the case names promise, in Python."""
+    results = {name: want for name, _, want in prepared}
+    jobs = {name: job for name, job, _ in prepared}
+    blobs = results["ocr_det/blobs"][0]
+    assert 5 <= len(blobs) <= 10                                       # thin and faint blobs dropped
+    assert any(b["box"][0] == 0.0 or b["box"][1] == 0.0 for b in blobs)  # clamped at a border
+    dense = np.load(jobs["ocr_det/max candidates"]["output"])[0, 0]
+    assert cv2.connectedComponents((dense > 0.3).astype(np.uint8), connectivity=8)[0] - 1 > 1000
+    assert results["ocr_det/at the threshold"][0] and results["ocr_det/at the threshold"][0][0]["box"][0] > 0
+    texts = [r["text"] for r in results["ocr_rec/rec"]]
+    assert texts[-2] == "" and results["ocr_rec/rec"][-2]["confidence"] == 0.0
+    assert any(c in "".join(texts) for c in CHINESE) and any(" " in t for t in texts)
+    # the same distribution row: kept alone, softmaxed again in a batch with logit rows
+    assert results["classification/mixed batch"][0]["score"] != results["classification/distributions"][0]["score"]
+    assert results["classification/ties no labels"][0]["class"] == 1
+
+
+def test_postprocess_errors_name_the_problem(core_jobs, tmp_path):
+    bad_task = tmp_path / "task.json"
+    bad_task.write_text(json.dumps({"kind": "ocr_rec", "options": {"dictionary": ["a", "b"]}}))
+    wrong_rank = tmp_path / "wrong.npy"
+    np.save(wrong_rank, np.zeros((2, 5), np.float32))
+    wrong_classes = tmp_path / "classes.npy"
+    np.save(wrong_classes, np.zeros((1, 4, 7), np.float32))
+    ints = tmp_path / "ints.npy"
+    np.save(ints, np.zeros((1, 4, 4), np.int64))
+    jobs = [{"op": "postprocess", "task": str(bad_task), "output": str(f), "json": str(tmp_path / f"{i}.json")}
+            for i, f in enumerate((wrong_rank, wrong_classes, ints))]
+    report, done = core_jobs("host", jobs, tmp_path)
+    errors = [r["error"] for r in report["jobs"]]
+    assert "reads CTC scores [N, steps, classes], but the model's first output has shape 2x5" in errors[0]
+    assert "the model scores 7 classes, the dictionary gives 4 (blank + characters + space)" in errors[1]
+    assert "reads float32 outputs, got int64" in errors[2]
+    assert done.returncode == 5
