@@ -72,7 +72,7 @@ class Emulator:
         return {"abi": self.abi, "runtime": str(self.runtime.cxx_dir), "runtime_sha256": self.runtime.sha256,
                 "runtime_version": native.runtime_version(self.build, self.runtime),
                 "qemu": _qemu_version(self.build, self.runtime), "cpu_profile": self.cpu, "threads": self.threads,
-                "runner_build": self.build.key[:16]}
+                "runner_build": self.build.key[:16], "runner_build_seconds": round(self.build.seconds, 2)}
 
     def run(self, nb_file: Path, inputs: Mapping[str, np.ndarray], expect: Sequence[InputSpec],
             jobs: int) -> tuple[list[np.ndarray], list[dict]]:

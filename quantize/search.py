@@ -30,6 +30,7 @@ from edgekit.artifacts import QuantizedModel, StaticModel, sha256_file
 from edgekit.config import CALIBRATION_ALGOS, QuantConfig
 from edgekit.data import Samples
 from edgekit.errors import ConfigError, QuantizeError
+from edgekit.evalset import EvalSet
 
 from . import ptq
 from .sensitivity import (SENSITIVITY_METHODS, Budget, Evaluator, Fallback, LayerSensitivity, QuantLayer, Score,
@@ -339,7 +340,7 @@ def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Sam
     made with the task and its truth scores them in the task's primary metric, which a points
     budget needs, and the budget's metric must be that one.
     """
-    evaluator = evaluator or Evaluator.for_model(model, evaluation)
+    evaluator = evaluator or Evaluator.for_model(model, EvalSet(evaluation))
     wanted = plan.budget.task_metric
     if wanted is not None and wanted != evaluator.metric:
         raise ConfigError(f"the accuracy budget is in {wanted} points but the evaluation data "
@@ -348,10 +349,7 @@ def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Sam
     calibrate = Calibrator(model, calibration, cfg, work_dir / "calibrations", cache_dir, quantize)
     scores = ScoreStore(cache_dir)
 
-    def judge_digest(judge: Evaluator) -> str:
-        return hashlib.sha256(f"{judge.samples.digest(with_labels=True)}|{judge.truth_digest()}".encode()).hexdigest()
-
-    judges = {id(evaluator): judge_digest(evaluator)}
+    judges = {id(evaluator): evaluator.digest()}
     candidates: list[Candidate] = []
 
     def run(algo: str, skip: tuple[str, ...], purpose: str, judge: Evaluator) -> Candidate:
@@ -383,7 +381,7 @@ def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Sam
         ranker = evaluator
         if 0 < plan.sensitivity_samples < len(evaluation):
             ranker = evaluator.spread(plan.sensitivity_samples)
-            judges[id(ranker)] = judge_digest(ranker)
+            judges[id(ranker)] = ranker.digest()
         full = best.score if ranker is evaluator else run(best.algo, (), "sensitivity", ranker).score
         sensitivity = analyse(layers, lambda skip: run(best.algo, skip, "sensitivity", ranker).score, full, plan.method)
     if need_fallback:

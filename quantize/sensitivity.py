@@ -13,8 +13,6 @@ and the unit tests drive it with a fake; `search.py` supplies the real one.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import math
 from dataclasses import dataclass
@@ -25,6 +23,7 @@ import numpy as np
 from edgekit import parity
 from edgekit.artifacts import StaticModel
 from edgekit.data import Samples, spread_indices
+from edgekit.evalset import EvalSet
 from edgekit.parity import COSINE_DROP, Budget, Score
 from edgekit.errors import ConfigError
 
@@ -92,46 +91,47 @@ class Evaluator:
     computes it; without, only output agreement.
     """
 
-    def __init__(self, reference: Sequence[np.ndarray], samples: Samples, runner=None, task=None,
-                 truth: Sequence | None = None) -> None:
+    def __init__(self, reference: Sequence[np.ndarray], evaluation: EvalSet, runner=None) -> None:
         self.reference = [np.asarray(r) for r in reference]
-        self.samples = samples
+        self.evaluation = evaluation
         self._runner = runner
-        if (task is None) != (truth is None):
-            raise ValueError("an Evaluator needs both the task and its truth, or neither")
-        if truth is not None and len(truth) != len(samples):
-            raise ValueError(f"truth has {len(truth)} entries for {len(samples)} samples")
-        self.task, self.truth = task, (list(truth) if truth is not None else None)
-        self.reference_task = task.score(self.reference, self.truth) if task is not None else None
+        self.reference_task = evaluation.task.score(self.reference, evaluation.truth) if evaluation.has_truth else None
 
     @classmethod
-    def for_model(cls, static: StaticModel, samples: Samples, runner=None, task=None,
-                  truth: Sequence | None = None) -> "Evaluator":
+    def for_model(cls, static: StaticModel, evaluation: EvalSet, runner=None) -> "Evaluator":
         runner = runner or _static_runner
-        return cls(runner(static).run(samples.inputs), samples, runner, task, truth)
+        return cls(runner(static).run(evaluation.inputs), evaluation, runner)
+
+    @property
+    def samples(self) -> Samples:
+        return self.evaluation.samples
+
+    @property
+    def task(self):
+        return self.evaluation.task
+
+    @property
+    def truth(self) -> tuple | None:
+        return self.evaluation.truth
 
     @property
     def has_truth(self) -> bool:
-        return self.task is not None
+        return self.evaluation.has_truth
 
     @property
     def metric(self) -> str | None:
-        return self.task.primary if self.task is not None else None
+        return self.evaluation.primary
 
     def spread(self, n: int) -> "Evaluator":
-        """The same judge on `n` samples spread over the set (as `Samples.spread` picks them); no rerun of FP32."""
-        if n <= 0 or n >= len(self.samples):
+        """The same judge on `n` samples spread over the set (as `EvalSet.spread` picks them); no rerun of FP32."""
+        if n <= 0 or n >= len(self.evaluation):
             return self
-        picks = spread_indices(len(self.samples), n)
-        truth = [self.truth[i] for i in picks] if self.truth is not None else None
-        return Evaluator([r[picks] for r in self.reference], self.samples.spread(n), self._runner, self.task, truth)
+        picks = spread_indices(len(self.evaluation), n)
+        return Evaluator([r[picks] for r in self.reference], self.evaluation.spread(n), self._runner)
 
-    def truth_digest(self) -> str:
-        """Identifies the task and truth the scores depend on ("" without truth)."""
-        if self.task is None:
-            return ""
-        payload = {"kind": self.task.kind.value, "options": self.task.options(), "truth": self.task.truth_to_json(self.truth)}
-        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+    def digest(self) -> str:
+        """Identifies the samples, the task and the truth the scores depend on."""
+        return self.evaluation.digest()
 
     def score_outputs(self, outputs: Sequence[np.ndarray]) -> Score:
         cosines, snrs = [], []

@@ -14,6 +14,7 @@ import pytest
 from edgekit.artifacts import QuantizedModel, StaticModel
 from edgekit.config import InputSpec, QuantConfig
 from edgekit.data import Samples
+from edgekit.evalset import EvalSet
 from edgekit.errors import ConfigError
 from edgekit.tasks import make_task
 from edgekit.quantize.report import layer_rows, plot_sensitivity, render_markdown
@@ -66,7 +67,7 @@ def test_budget_uses_the_parity_gates_comparisons():
 def test_evaluator_scores_against_the_reference():
     reference = [np.array([[3.0, 1.0, 0.0], [0.0, 2.0, 1.0], [1.0, 0.0, 4.0], [2.0, 1.0, 0.0]])]
     labels = np.array([0, 1, 2, 1])                       # the reference gets 3 of 4: 75 %
-    judge = Evaluator(reference, Samples({"x": np.zeros((4, 1))}, labels), task=make_task("classification"), truth=labels)
+    judge = Evaluator(reference, EvalSet(Samples({"x": np.zeros((4, 1))}, labels), make_task("classification"), tuple(labels)))
     assert judge.reference_task == 75.0 and judge.metric == "top1"
     same = judge.score_outputs(reference)
     assert same.cosine == pytest.approx(1.0) and same.task_drop == 0.0 and same.error == pytest.approx(0.0)
@@ -75,19 +76,19 @@ def test_evaluator_scores_against_the_reference():
     assert worse.task == 50.0 and worse.task_drop == 25.0 and worse.cosine < 0.9
     nan = judge.score_outputs([np.full_like(reference[0], np.nan)])
     assert nan.cosine == 0.0 and nan.snr_db == -np.inf and nan.task == 0.0
-    unlabelled = Evaluator(reference, Samples({"x": np.zeros((4, 1))}))
+    unlabelled = Evaluator(reference, EvalSet(Samples({"x": np.zeros((4, 1))})))
     assert not unlabelled.has_truth and unlabelled.score_outputs([swapped]).task is None
-    assert unlabelled.truth_digest() == "" and judge.truth_digest() != Evaluator(
-        reference, judge.samples, task=make_task("classification"), truth=[0, 1, 2, 2]).truth_digest()
+    assert unlabelled.digest() != judge.digest() != Evaluator(
+        reference, EvalSet(judge.samples, make_task("classification"), (0, 1, 2, 2))).digest()
     with pytest.raises(ValueError, match="both"):
-        Evaluator(reference, judge.samples, truth=labels)
+        EvalSet(judge.samples, None, tuple(labels))
 
 
 def test_evaluator_spread_keeps_samples_reference_and_truth_aligned():
     reference = [np.eye(5)[[0, 1, 2, 3, 4, 0, 1, 2, 3, 4]] * 3.0]
     labels = np.array([0, 1, 2, 3, 4, 0, 1, 2, 3, 0])       # the last one is wrong
     samples = Samples({"x": np.arange(10, dtype=np.float32)[:, None]}, labels)
-    judge = Evaluator(reference, samples, task=make_task("classification"), truth=labels)
+    judge = Evaluator(reference, EvalSet(samples, make_task("classification"), tuple(labels)))
     part = judge.spread(4)
     picks = [int(i) for i in part.samples.inputs["x"][:, 0]]
     assert picks == [0, 3, 6, 9] and list(part.truth) == [labels[i] for i in picks]
@@ -100,7 +101,7 @@ def test_evaluator_scores_ocr_recognition_in_exact_match():
     task = make_task("ocr_rec", {"dictionary": ["a", "b"], "use_space_char": False})
     blank, a, b = np.eye(3) * 0.8 + 0.1                 # one-hot-ish scores over blank, a, b
     reference = [np.stack([[a, blank, b, blank], [b, blank, blank, blank]])]      # "ab", "b"
-    judge = Evaluator(reference, Samples({"x": np.zeros((2, 1))}), task=task, truth=["ab", "b"])
+    judge = Evaluator(reference, EvalSet(Samples({"x": np.zeros((2, 1))}), task, ("ab", "b")))
     assert judge.metric == "exact_match" and judge.reference_task == 100.0
     misread = [np.stack([[a, blank, a, blank], [b, blank, blank, blank]])]         # "aa", "b"
     score = judge.score_outputs(misread)
@@ -300,7 +301,7 @@ def test_search_is_scored_in_the_task_metric_not_the_cosine(tmp_path, monkeypatc
 
     monkeypatch.setattr("edgekit.quantize.search.quantizable_layers", lambda model: ())     # the fake model has no program
     samples = Samples({"x": np.zeros((4, 4), np.float32)}, labels)
-    judge = Evaluator([reference], samples, Runner, make_task("classification"), labels)
+    judge = Evaluator([reference], EvalSet(samples, make_task("classification"), tuple(labels)), Runner)
     runs: list = []
     result = quantize_to_budget(_model(tmp_path), samples, samples, QuantConfig(), SearchPlan(TOP1, ("avg", "hist"), fallback=False),
                                 tmp_path / "work", quantize=_fake_quantize(runs), evaluator=judge)
