@@ -135,6 +135,9 @@ def build(
     calib: Optional[Path] = typer.Option(None, "--calib", help="Calibration data for int8: an image folder (uses [preprocess]) or .npz/.npy."),
     eval_data: EvalOpt = None,
     labels: LabelsOpt = None,
+    images: Optional[Path] = typer.Option(None, "--images", help="Sample images (a folder) for the bundle's golden image "
+                                          "cases, which apps use to check their preprocessing and results. Default: the "
+                                          "evaluation images when --eval is an image folder; [data] images."),
     algo: Optional[str] = typer.Option(None, "--algo", help="Calibration algorithm for int8: avg, abs_max, hist, mse, KL, emd. Default avg."),
     search_algos: Optional[str] = typer.Option(None, "--search-algos", help="Calibration algorithms to try for int8, comma-separated "
                                                "(e.g. avg,hist,mse,KL); the best that meets the budget wins. Default: only --algo."),
@@ -163,7 +166,7 @@ def build(
     _setup_logging(verbose, quiet)
     cfg = _resolve(config, inputs, model=model, target=target.value if target else None,
                    precision=quant.value if quant else None, weights=weights, params_file=params, calibration=calib,
-                   evaluation=eval_data, labels=labels, algo=algo, name=name, out_dir=out, search_algos=search_algos,
+                   evaluation=eval_data, labels=labels, images=images, algo=algo, name=name, out_dir=out, search_algos=search_algos,
                    max_drop=max_drop, fallback=False if no_fallback else None, cache_dir="off" if no_cache else cache_dir,
                    prune=prune, finetune=finetune, epochs=epochs, task_kind=task, emulation_runtime=lite_arm,
                    emulation_cpu=cpu, emulation_enabled=False if no_emulation else None)

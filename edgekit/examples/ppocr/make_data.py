@@ -4,7 +4,8 @@
 
 Writes, for det, rec and cls, `<role>_calib.npz` and `<role>_eval.npz` (preprocessed
 float32 inputs in an array named `x`, the ONNX input name) and next to each a
-`<role>_<set>.truth.json` (edgekit.tasks truth file), plus one preview PNG per role.
+`<role>_<set>.truth.json` (edgekit.tasks truth file), one preview PNG per role (`<role>_example.png`)
+and the first 8 evaluation samples as PNG files (`<role>_images/`: pages for det, lines for rec and cls).
 
 Text is drawn with OpenCV's Hershey fonts (part of the pinned opencv-python, so
 the pixels do not depend on installed system fonts or Pillow's FreeType), dark on
@@ -38,6 +39,7 @@ from . import models
 ALPHABET = "23456789abdefghmnqrtyABDEFGHMNQRTY"
 DET_SIZE = (320, 640)                 # H, W of the det set (the det build's --input)
 REC_SIZE = (48, 320)
+SAMPLE_IMAGES = 8                     # eval samples also written as PNG (<role>_images/)
 CLS_SIZE = (48, 192)
 
 
@@ -127,31 +129,32 @@ def render_page(rng: np.random.Generator, size: tuple[int, int] = DET_SIZE,
     return np.clip(np.round(canvas), 0, 255).astype(np.uint8), boxes
 
 
-def det_set(seed: int, count: int) -> tuple[np.ndarray, list, np.ndarray]:
+def det_set(seed: int, count: int) -> tuple[np.ndarray, list, list[np.ndarray]]:
     rng = np.random.default_rng(seed)
     pages = [render_page(rng) for _ in range(count)]
-    return np.stack([normalize(page) for page, _ in pages]), [boxes for _, boxes in pages], pages[0][0]
+    return np.stack([normalize(page) for page, _ in pages]), [boxes for _, boxes in pages], [p for p, _ in pages]
 
 
-def rec_set(seed: int, count: int) -> tuple[np.ndarray, list[str], np.ndarray]:
+def rec_set(seed: int, count: int) -> tuple[np.ndarray, list[str], list[np.ndarray]]:
     rng = np.random.default_rng(seed)
     texts = [random_text(rng, 4, 10) for _ in range(count)]
     crops = [render_line(rng, text) for text in texts]
-    return np.stack([line_tensor(c, *REC_SIZE) for c in crops]), texts, crops[0]
+    return np.stack([line_tensor(c, *REC_SIZE) for c in crops]), texts, crops
 
 
-def cls_set(seed: int, count: int) -> tuple[np.ndarray, list[int], np.ndarray]:
+def cls_set(seed: int, count: int) -> tuple[np.ndarray, list[int], list[np.ndarray]]:
     """`count` lines, each upright (label 0) followed by its 180-degree rotation (label 1)."""
     import cv2
 
     rng = np.random.default_rng(seed)
     crops = [render_line(rng, random_text(rng, 3, 8)) for _ in range(count)]
-    tensors, labels = [], []
+    tensors, labels, images = [], [], []
     for crop in crops:
         for label, image in ((0, crop), (1, cv2.rotate(crop, cv2.ROTATE_180))):
             tensors.append(line_tensor(image, *CLS_SIZE))
             labels.append(label)
-    return np.stack(tensors), labels, crops[0]
+            images.append(image)
+    return np.stack(tensors), labels, images
 
 
 def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
@@ -183,12 +186,16 @@ def make_data(out: Path, seed: int = 0, counts: Counts = Counts()) -> dict:
     for offset, split in enumerate(("calib", "eval")):
         for index, role in enumerate(("det", "rec", "cls")):
             set_seed = seed * 1000 + offset * 10 + index     # calibration and evaluation never share a drawing
-            inputs, truth, preview = makers[role](set_seed, getattr(counts, f"{role}_{split}"))
+            inputs, truth, images = makers[role](set_seed, getattr(counts, f"{role}_{split}"))
             name = f"{role}_{split}"
             save_npz(out / f"{name}.npz", {models.INPUT_NAME: inputs})
             write_truth(out / f"{name}.truth.json", tasks[role], truth, dict(meta, seed=set_seed, set=name))
             if split == "eval":
-                cv2.imwrite(str(out / f"{role}_example.png"), preview)
+                cv2.imwrite(str(out / f"{role}_example.png"), images[0])
+                # the first eval samples as images: golden image cases (`build --images`) and the apps' demos
+                (out / f"{role}_images").mkdir(exist_ok=True)
+                for i, image in enumerate(images[:SAMPLE_IMAGES]):
+                    cv2.imwrite(str(out / f"{role}_images" / f"{i:04d}.png"), image)
             written[f"{name}.npz"] = len(inputs)
     return written
 
