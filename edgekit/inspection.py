@@ -73,6 +73,7 @@ def describe(path: Path) -> dict:
         f"  parity: {'passed' if ptext['passed'] else 'FAILED'} on {ptext['samples']} samples"
         + ("; " + ", ".join(f"{k} {v:.2f} %" for k, v in ptext["accuracy"].items()) if ptext["accuracy"] else ""),
         f"  host twin: {m['host_twin']['file']} ({m['host_twin']['bytes'] / 1024:.1f} KiB)",
+        "  tier C: " + _emulation_line(m.get("emulation")),
         f"  checksums: {'all ' + str(len(m['files'])) + ' files verify' if not problems else '; '.join(problems)}",
     ]
     return {"bundle": str(path), "nb": info, "manifest": m, "problems": problems, "text": text}
@@ -92,6 +93,15 @@ def golden_vectors(bundle: bundle_mod.Bundle) -> tuple[dict, list, list]:
     feeds = {i["name"]: np.load(bundle.path / i["file"]) for i in golden["inputs"]}
     reference = [np.load(bundle.path / o["file"]) for o in golden["outputs"]]
     return feeds, reference, [o["name"] for o in golden["outputs"]]
+
+
+def _emulation_line(emulation: dict | None) -> str:
+    if not emulation:
+        return "not recorded (bundle from an edgekit without tier C)"
+    if not emulation.get("ran"):
+        return f"not run: {emulation.get('reason')}"
+    return (f"ran on {emulation['samples']} samples under qemu ({emulation['abi']}, runtime {emulation['runtime_version']}, "
+            f"{emulation['int8_kernels']} INT8 kernels, {emulation.get('ms_per_sample_median')} ms/sample emulated)")
 
 
 def replay_golden(path: Path) -> tuple[list[str], bool]:
