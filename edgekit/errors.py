@@ -86,3 +86,15 @@ class ToolError(EdgekitError):
     """An external process failed, timed out or died from a signal."""
 
     exit_code = 11
+
+
+class EmulationUnavailable(EdgekitError):
+    """No ARM runtime, cross compiler, qemu or cmake: ARM code cannot run on this machine (tier C)."""
+
+    exit_code = 13
+
+
+class DeviceError(EdgekitError):
+    """A device of the regression suite cannot be used: unreachable, wrong ABI, disk full, runner killed or failing."""
+
+    exit_code = 14

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 NATIVE_DIR = Path(__file__).resolve().parents[1] / "native"
 BUILD_TYPE = "MinSizeRel"   # the compute is in Lite; -Os builds twice as fast as -O3
 CACHE_KEEP = 3              # cached builds kept per ABI (older keys are removed)
+PRUNE_AFTER_SECONDS = 3600  # never remove a build younger than this: a concurrent process may be using it
 RECORD_SCHEMA = "edgekit.runner/1"
 
 
@@ -260,11 +261,13 @@ def build(abi: Abi | str, runtime: LiteRuntime | None, cache_root: Path, *, time
 
 
 def _prune(folder: Path, abi: Abi, keep: Path) -> None:
-    """Old keys of this ABI beyond the newest CACHE_KEEP go (they are never reused)."""
+    """Old keys of this ABI beyond the newest CACHE_KEEP go (they are never reused), unless built in the last hour:
+    another process (a build of another checkout, a test run) may still be running that runner."""
     entries = sorted((p for p in folder.glob(f"{abi.value}-*") if p.is_dir() and p != keep),
                      key=lambda p: p.stat().st_mtime, reverse=True)
     for old in entries[CACHE_KEEP - 1:]:
-        shutil.rmtree(old, ignore_errors=True)
+        if time.time() - old.stat().st_mtime > PRUNE_AFTER_SECONDS:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def emulator_argv(abi: Abi | str, runtime: LiteRuntime | None, cpu_profile: str | CpuProfile = "default", *,

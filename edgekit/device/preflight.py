@@ -1,0 +1,174 @@
+"""Everything the suite checks on the host before it touches a device.
+
+Per bundle: every checksum (`inspection.verified`), a target with an ARM runner, and the
+version lock: the `.nb` header's opt version must equal the manifest's and the version
+of the Paddle-Lite runtime that will be pushed (asked from the runtime itself, under
+qemu). Then the golden vectors and, with `--eval`, the evaluation subset, read with the
+bundle's own preprocessing and task. A bundle that fails here is never pushed.
+
+Per ABI: the runtime from EDGEKIT_LITE_ARM and the runner cross-built against it
+(cached by content: `edgekit.lite.native.build`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from ..errors import BundleError, ConfigError, DataError, EdgekitError, InputModelError
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """One ABI's runner build and the Lite library it is pushed with."""
+
+    abi: str
+    lite: object            # edgekit.lite.native.LiteRuntime
+    build: object           # edgekit.lite.native.NativeBuild
+    version: str            # the library's GetVersion(): what every .nb must have been written by
+
+    @property
+    def runner(self) -> Path:
+        return self.build.runner
+
+    @property
+    def library(self) -> Path:
+        return self.lite.library
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One bundle as the suite runs it, or why it cannot run (`error`, found in `phase`)."""
+
+    index: int
+    info: dict                                 # what the results say about the bundle
+    error: EdgekitError | None = None
+    phase: str = "integrity"
+    nb_file: Path | None = None
+    abi: str | None = None
+    feeds: Mapping[str, Path] | None = None    # input name -> golden .npy in the bundle
+    reference: tuple[np.ndarray, ...] = ()
+    output_names: tuple[str, ...] = ()
+    tolerances: Mapping | None = None
+    expect: tuple[str, ...] = ()               # --expect NAME:SHAPE:DTYPE for the runner
+    evaluation: object | None = None           # edgekit.evalset.EvalSet (subset), with --eval
+    eval_source: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.info["key"]
+
+
+def runtime_for(lite_arm: Path | None, abi: str) -> Runtime:
+    from ..emulation import native_cache
+    from ..lite import native
+
+    if lite_arm is None:
+        raise ConfigError("no Paddle-Lite ARM Linux runtime to push to the devices",
+                          "set EDGEKIT_LITE_ARM (or --lite-arm) to the folder holding inference_lite_lib.armlinux.armv8 "
+                          "(and .armv7hf) of the bundles' opt version")
+    native.check_tools(abi)
+    lite = native.find_runtime(lite_arm, abi)
+    build = native.build(abi, lite, native_cache())
+    return Runtime(abi, lite, build, native.runtime_version(build, lite))
+
+
+def _info(path: Path, manifest: Mapping | None) -> dict:
+    model = (manifest or {}).get("model", {})
+    key = f"{model['name']}/{model['target']}-{model['precision']}" if model.get("name") else Path(path).name
+    return {"path": str(Path(path).absolute()), "key": key, "model": model.get("name"), "target": model.get("target"),
+            "precision": model.get("precision"), "opt_version": model.get("opt_version"),
+            "nb_sha256": (manifest or {}).get("files", {}).get(model.get("file", "model.nb"), {}).get("sha256")}
+
+
+def prepare(index: int, path: Path, runtimes: dict[str, Runtime], lite_arm: Path | None,
+            eval_data: Path | None, eval_samples: int) -> Prepared:
+    """One bundle through every host-side check; host problems (no runtime, no compiler) raise."""
+    from .. import bundle as bundle_mod
+    from ..inspection import golden_vectors, verified
+    from ..lite.nbfile import read_header
+    from ..tables import TARGETS, Target
+
+    path = Path(path)
+    manifest = None
+    try:
+        manifest = bundle_mod.load(path).manifest if (path / bundle_mod.MANIFEST).is_file() else None
+    except BundleError:
+        pass
+    info = _info(path, manifest)
+    try:
+        bundle = verified(path)
+    except BundleError as exc:
+        return Prepared(index, info, exc, "integrity")
+    m = bundle.manifest
+    abi = TARGETS[Target(m["model"]["target"])].emulation
+    if abi is None:
+        return Prepared(index, info, ConfigError(f"{path} is an x86 bundle: it runs on the host, not on a device",
+                                                 "test an arm64 or armv7 bundle"), "integrity")
+    info["abi"] = abi
+    if abi not in runtimes:
+        runtimes[abi] = runtime_for(lite_arm, abi)
+    runtime = runtimes[abi]
+    try:
+        header = read_header(bundle.nb_file)
+    except EdgekitError as exc:
+        return Prepared(index, info, exc, "version lock")
+    if header.opt_version != m["model"]["opt_version"] or header.opt_version != runtime.version:
+        return Prepared(index, info, InputModelError(
+            f"version lock: {path.name}'s model.nb was written by opt {header.opt_version} (manifest: "
+            f"{m['model']['opt_version']}) but the {abi} runtime to push is Paddle-Lite {runtime.version}",
+            f"rebuild the bundle with opt {runtime.version}, or point EDGEKIT_LITE_ARM at a {header.opt_version} runtime"),
+            "version lock")
+    feeds, reference, names = golden_vectors(bundle)
+    golden = m["golden"]
+    expect = tuple(f"{i['name']}:{'x'.join(str(d) for d in i['shape'])}:{i['dtype']}" for i in m["model"]["inputs"])
+    evaluation = None
+    if eval_data is not None:
+        try:
+            evaluation = load_eval(path, m, Path(eval_data), eval_samples)
+        except (DataError, ConfigError, BundleError) as exc:
+            return Prepared(index, info, exc, "eval data")
+    return Prepared(index, info, None, "ready", bundle.nb_file, abi,
+                    {i["name"]: path / i["file"] for i in golden["inputs"]}, tuple(reference), tuple(names),
+                    golden["tolerances"], expect, evaluation, str(eval_data) if eval_data else None)
+
+
+def load_eval(path: Path, manifest: Mapping, data: Path, count: int):
+    """`data` read as the bundle reads images (preprocess.json) and scored in its task (task.json), `count` samples
+    spread over it. Needs ground truth: class folders / a .npz `labels` array, or a truth file beside the data."""
+    from ..data import PreprocessSpec, load_samples
+    from ..evalset import EvalSet
+    from ..tasks import find_truth, make_task
+
+    task_file, spec_file = path / "task.json", path / "preprocess.json"
+    if not task_file.is_file():
+        raise BundleError(f"{path} has no task.json, so --eval has no metric to compute",
+                          "rebuild the bundle with labelled evaluation data")
+    task_spec = json.loads(task_file.read_text(encoding="utf-8"))
+    raw = json.loads(spec_file.read_text(encoding="utf-8")).get("preprocess") if spec_file.is_file() else None
+    spec = PreprocessSpec.from_mapping({k: v for k, v in raw.items() if k != "order"}) if raw else None
+    inputs = manifest["model"]["inputs"]
+    labels = task_spec.get("options", {}).get("labels")
+    samples = load_samples(data, [i["name"] for i in inputs], spec, labels)
+    for declared in inputs:
+        got = samples.inputs[declared["name"]]
+        want = declared["shape"]
+        if got.ndim != len(want) or any(w != -1 and w != g for w, g in zip(want[1:], got.shape[1:])):
+            raise DataError(f"--eval {data}: input {declared['name']!r} has samples of shape {list(got.shape[1:])}, "
+                            f"the bundle's model wants {want[1:]}", "give data the bundle's preprocessing turns into that")
+    samples = type(samples)({i["name"]: samples.inputs[i["name"]].astype(i["dtype"], copy=False) for i in inputs},
+                            samples.labels, samples.files, samples.source)
+    task = make_task(task_spec["kind"], task_spec.get("options", {}))
+    stored = find_truth(data, len(samples))
+    if stored is not None:
+        evaluation = EvalSet(samples, task, tuple(stored.values))
+    elif samples.labels is not None:
+        evaluation = EvalSet(samples, task, tuple(int(v) for v in samples.labels))
+    else:
+        raise DataError(f"--eval {data} has no ground truth", "use class sub-folders (named as in the bundle's labels), "
+                        "a .npz with a 'labels' array, or a truth file beside the data")
+    return evaluation.spread(count)

@@ -1,0 +1,131 @@
+"""edgekit.device.baseline: every rule of the regression decision, on numbers chosen to isolate each one."""
+
+import json
+
+import pytest
+
+from edgekit.device import baseline as b
+from edgekit.device.baseline import Measurement, Policy
+from edgekit.errors import ConfigError
+
+POLICY = Policy(slowdown_pct=10.0, slowdown_ms=0.5, noise_k=3.0, max_cv=0.25, max_thermal_rise_c=5.0)
+
+
+def entry(median, launch_medians, history=(), **extra):
+    return {"latency_ms": {"median": median, "cv": 0.01}, "launch_medians_ms": list(launch_medians),
+            "settings": {"threads": 1, "batch": 1}, "nb_sha256": "nb", "output_sha256": "out",
+            "history": [{"median_ms": m, "launch_medians_ms": [], "cv": 0.01} for m in history], **extra}
+
+
+def run(median, launch_medians=None, cv=0.02, rise=None, threads=1):
+    return Measurement(median, tuple(launch_medians or (median,) * 3), cv, rise, {"threads": threads, "batch": 1})
+
+
+def test_all_three_margins_make_a_regression():
+    base = entry(10.0, [9.9, 10.0, 10.1])               # noise: 1.4826 * 0.1 = 0.148 ms
+    verdict = b.judge(run(12.0), base, POLICY)            # +2 ms, +20 %, > 3 x 0.148
+    assert verdict.kind == "regression" and verdict.confirmed is None
+    assert verdict.delta_ms == pytest.approx(2.0) and verdict.delta_pct == pytest.approx(20.0)
+    assert verdict.noise_ms == pytest.approx(0.14826)
+    assert verdict.threshold_ms == pytest.approx(1.0)    # the largest margin: 10 % of 10 ms
+
+
+def test_percentage_alone_is_not_enough():
+    # 0.3 ms slower on a 1 ms model is +30 % but under the 0.5 ms absolute margin
+    verdict = b.judge(run(1.3), entry(1.0, [1.0, 1.0, 1.0]), POLICY)
+    assert verdict.kind == "ok" and verdict.delta_pct == pytest.approx(30.0)
+
+
+def test_absolute_margin_alone_is_not_enough():
+    # 5 ms slower on a 100 ms model is > 0.5 ms but only +5 %
+    assert b.judge(run(105.0), entry(100.0, [100.0, 100.0, 100.0]), POLICY).kind == "ok"
+
+
+def test_a_noisy_history_absorbs_a_slowdown_within_its_noise():
+    # +2 ms, +20 %, but the history's medians scatter: robust sigma 1.4826 * 1.0 -> 3 sigma = 4.4 ms
+    noisy = entry(10.0, [10.0, 10.0, 10.0], history=[8.0, 9.0, 11.0, 12.0])
+    assert b.noise_ms(noisy) == pytest.approx(1.4826)
+    verdict = b.judge(run(12.0), noisy, POLICY)
+    assert verdict.kind == "ok" and verdict.threshold_ms == pytest.approx(3 * 1.4826)
+    assert b.judge(run(15.0), noisy, POLICY).kind == "regression"   # beyond 3 sigma: +5 ms
+
+
+def test_short_history_uses_the_launch_spread():
+    short = entry(10.0, [9.0, 10.0, 11.0], history=[10.0])        # 2 medians < MIN_HISTORY
+    assert b.noise_ms(short) == pytest.approx(1.4826)               # MAD of the launch medians
+    # long history: the larger of the two noises
+    long = entry(10.0, [9.0, 10.0, 11.0], history=[10.0, 10.0, 10.0])
+    assert b.noise_ms(long) == pytest.approx(1.4826)
+    quiet = entry(10.0, [10.0, 10.0, 10.0], history=[6.0, 10.0, 14.0, 10.0])
+    assert b.noise_ms(quiet) == pytest.approx(0.0)                  # median 10, MAD 0 over 5 medians
+
+
+def test_faster_and_unstable_and_incomparable_and_missing_baselines():
+    base = entry(10.0, [10.0, 10.0, 10.0])
+    assert b.judge(run(8.0), base, POLICY).kind == "faster"
+    unstable = b.judge(run(20.0, cv=0.4), base, POLICY)
+    assert unstable.kind == "unstable" and "robust CV 0.400 > 0.25" in unstable.reason
+    hot = b.judge(run(20.0, rise=7.5), base, POLICY)
+    assert hot.kind == "unstable" and "temperature rose 7.5 °C" in hot.reason
+    assert b.judge(run(20.0, rise=4.0), base, POLICY).kind == "regression"
+    assert b.judge(run(20.0, threads=4), base, POLICY).kind == "incomparable"
+    assert b.judge(run(20.0), None, POLICY).kind == "no-baseline"
+
+
+def test_a_regression_stands_only_when_the_rerun_agrees():
+    base = entry(10.0, [10.0, 10.0, 10.0])
+    first = b.judge(run(13.0), base, POLICY)
+    confirmed = b.confirm(first, b.judge(run(13.5), base, POLICY))
+    assert confirmed.kind == "regression" and confirmed.confirmed is True and confirmed.is_regression
+    assert "confirmed by a re-run (median 13.500 ms)" in confirmed.reason
+    dismissed = b.confirm(first, b.judge(run(10.1), base, POLICY))
+    assert dismissed.kind == "ok" and dismissed.confirmed is False and not dismissed.is_regression
+    shaky = b.confirm(first, b.judge(run(13.0, cv=0.5), base, POLICY))
+    assert shaky.kind == "unstable" and not shaky.is_regression
+    fine = b.judge(run(10.0), base, POLICY)
+    assert b.confirm(fine, first) is fine                             # only regressions are re-run
+
+
+def test_accuracy_has_no_noise_allowance():
+    base = entry(10.0, [10.0], eval={"metric": "top1", "value": 97.5, "samples": 40, "data_sha256": "d"})
+    now = {"metric": "top1", "value": 97.49, "samples": 40, "data_sha256": "d"}
+    assert b.accuracy_drop(now, base)[0] == "failed"                  # 0.01 points below: fails
+    assert b.accuracy_drop(dict(now, value=97.5), base)[0] == "passed"
+    assert b.accuracy_drop(dict(now, value=99.0), base)[0] == "passed"
+    assert b.accuracy_drop(dict(now, data_sha256="other"), base)[0] == "skipped"
+    assert b.accuracy_drop(now, entry(10.0, [10.0]))[0] == "skipped"
+    assert b.accuracy_drop(None, base)[0] == "skipped"
+
+
+def test_same_model_same_device_must_give_the_same_outputs():
+    base = entry(10.0, [10.0])
+    assert b.outputs_changed("nb", "out", base)[0] == "passed"
+    assert b.outputs_changed("nb", "other", base)[0] == "failed"
+    assert b.outputs_changed("new-nb", "other", base)[0] == "skipped"
+    assert b.outputs_changed("nb", "out", None)[0] == "skipped"
+
+
+def test_updating_keeps_the_history_and_leaves_the_input_alone(tmp_path):
+    device = {"id": "pi4", "spec": "ssh:pi@board", "facts": None}
+    doc = b.updated(None, device, "digits/arm64-int8", entry(10.0, [10.0], recorded_utc="t1"))
+    assert doc["schema"] == b.SCHEMA and doc["entries"]["digits/arm64-int8"]["history"] == []
+    snapshot = json.dumps(doc, sort_keys=True)
+    newer = b.updated(doc, device, "digits/arm64-int8", entry(11.0, [11.0], recorded_utc="t2"))
+    assert json.dumps(doc, sort_keys=True) == snapshot
+    current = newer["entries"]["digits/arm64-int8"]
+    assert current["latency_ms"]["median"] == 11.0
+    assert [(h["recorded_utc"], h["median_ms"]) for h in current["history"]] == [("t1", 10.0)]
+    for i in range(b.HISTORY_KEEP + 5):
+        newer = b.updated(newer, device, "digits/arm64-int8", entry(12.0 + i, [12.0]))
+    assert len(newer["entries"]["digits/arm64-int8"]["history"]) == b.HISTORY_KEEP
+
+    path = tmp_path / "pi4.json"
+    assert b.load(path) is None
+    b.save(path, newer)
+    assert b.load(path) == newer
+    path.write_text('{"schema": "something/1", "entries": {}}')
+    with pytest.raises(ConfigError, match="is not a device baseline"):
+        b.load(path)
+    path.write_text("{not json")
+    with pytest.raises(ConfigError, match="not readable JSON"):
+        b.load(path)
