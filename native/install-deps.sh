@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Makes sure the tools for native/ are installed: the aarch64 and armhf cross
-# compilers, qemu-user (qemu-aarch64, qemu-arm), cmake and ninja; and OpenSSH's
-# client and server, which the device suite uses (its tests start a loopback sshd).
+# compilers, qemu-user (qemu-aarch64, qemu-arm), cmake and ninja; OpenSSH's client and
+# server, which the device suite uses (its tests start a loopback sshd); stb's
+# header-only image decoder (the app core and camera_demo decode PNG/JPEG with it);
+# and a JDK with JUnit 4, which the Android JNI bridge's host test uses.
 #   all present                     -> exit 0, silently
 #   missing, root with apt-get      -> install them quietly (Debian/Ubuntu packages)
 #   missing otherwise               -> print the apt-get line to run, exit 1
@@ -18,15 +20,21 @@ declare -A PACKAGE=(
     [ssh]=openssh-client
     [scp]=openssh-client
     [/usr/sbin/sshd]=openssh-server
+    [/usr/include/stb/stb_image.h]=libstb-dev
+    [javac]=openjdk-17-jdk-headless
+    [/usr/share/java/junit4.jar]=junit4
 )
-ALL="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user cmake ninja-build openssh-client openssh-server"
+ALL="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user cmake ninja-build openssh-client openssh-server libstb-dev openjdk-17-jdk-headless junit4"
 
 missing_commands() {
     local cmd
-    for cmd in aarch64-linux-gnu-g++ arm-linux-gnueabihf-g++ qemu-aarch64 qemu-arm cmake ninja ssh scp; do
+    for cmd in aarch64-linux-gnu-g++ arm-linux-gnueabihf-g++ qemu-aarch64 qemu-arm cmake ninja ssh scp javac; do
         command -v "$cmd" >/dev/null 2>&1 || printf '%s\n' "$cmd"
     done
-    [[ -x /usr/sbin/sshd ]] || printf '%s\n' /usr/sbin/sshd     # not on a normal user's PATH
+    local file
+    for file in /usr/sbin/sshd /usr/include/stb/stb_image.h /usr/share/java/junit4.jar; do   # files, not commands
+        [[ -e "$file" ]] || printf '%s\n' "$file"
+    done
 }
 
 missing="$(missing_commands)"

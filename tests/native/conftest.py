@@ -7,8 +7,10 @@ A build that starts and breaks always fails.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +122,123 @@ def digits_int8(tmp_path_factory):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     bundle = next(out.rglob("model.nb")).parent
     return bundle
+
+
+# ------------------------------------------------------------- the app core and camera_demo
+
+REPO = Path(__file__).resolve().parents[2]
+CAMERA_DEMO = REPO / "camera_demo"
+
+
+def _edgekit_cli(argv: list, *, timeout: float = 900, env: dict | None = None) -> str:
+    """The real edgekit CLI in a child process; its stdout (fails the test with the tail of its output)."""
+    done = subprocess.run([sys.executable, "-c", "from edgekit.cli import main; main()", *map(str, argv)],
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    assert done.returncode == 0, f"edgekit {argv[0]}: " + done.stdout[-2000:] + done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="session")
+def edgekit_cli():
+    """edgekit_cli(argv, timeout=..., env=...) -> stdout of the real CLI in a child process."""
+    return _edgekit_cli
+
+
+@pytest.fixture(scope="session")
+def digits_fp32(tmp_path_factory):
+    """The bundled digits example built for arm64 FP32 (named digits-fp32 so it packages beside the INT8 one)."""
+    out = tmp_path_factory.mktemp("digits-fp32")
+    env = dict(os.environ, EDGEKIT_CACHE_DIR=str(out / "cache"))
+    _edgekit_cli(["build", "--target", "arm64", "--quant", "fp32", "--name", "digits-fp32", "--out", out,
+                 "--no-emulation", "--quiet"], env=env)
+    return next(out.rglob("model.nb")).parent
+
+
+@pytest.fixture(scope="session")
+def digits_assets(tmp_path_factory, digits_fp32, digits_int8):
+    """`edgekit package --platform linux` of the digits FP32 and INT8 bundles: the asset set a board app loads."""
+    out = tmp_path_factory.mktemp("digits-assets") / "assets"
+    _edgekit_cli(["package", digits_fp32, digits_int8, "--platform", "linux", "--out", out])
+    return out
+
+
+def render_ocr_page(folder: Path) -> Path:
+    """One 400x800 page (not the detector's 320x640, so boxes are scaled back) with three lines, the last
+    one turned upside down (the direction classifier must turn it back)."""
+    import cv2
+
+    from edgekit.examples.ppocr.make_data import render_page
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(11)
+    page, boxes = render_page(rng, (400, 800), (3, 3))
+    x0, y0, x1, y1 = (int(v) for v in boxes[-1])
+    page[y0:y1, x0:x1] = page[y0:y1, x0:x1][::-1, ::-1]
+    cv2.imwrite(str(folder / "page0.png"), page)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def ocr_assets(tmp_path_factory):
+    """FP32 arm64 PP-OCR det, cls and rec bundles built by the real CLI on small rendered sets (the det bundle's
+    golden image is the test page), and their linux asset set."""
+    from edgekit.examples.ppocr import models
+
+    root = tmp_path_factory.mktemp("ppocr")
+    data = root / "data"
+    done = subprocess.run([sys.executable, "-m", "edgekit.examples.ppocr.make_data", str(data), "--det-calib", "1",
+                           "--det-eval", "1", "--rec-calib", "1", "--rec-eval", "8", "--cls-calib", "1", "--cls-eval", "4"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    pages = render_ocr_page(root / "pages")
+    images = {"det": pages, "rec": data / "rec_images", "cls": data / "cls_images"}
+    bundles = {}
+    for role in ("det", "cls", "rec"):
+        out = root / "bundles" / role
+        _edgekit_cli(["build", "-c", REPO / "edgekit" / "examples" / "ppocr" / f"{role}.toml", "-m", models.model_path(role),
+                     "--eval", data / f"{role}_eval.npz", "--quant", "fp32", "--out", out, "--no-emulation",
+                     "--images", images[role], "--quiet"],
+                    env=dict(os.environ, EDGEKIT_CACHE_DIR=str(root / "cache")))
+        bundles[role] = next(out.rglob("model.nb")).parent
+    assets = root / "assets"
+    _edgekit_cli(["package", bundles["det"], bundles["cls"], bundles["rec"], "--platform", "linux", "--out", assets])
+    return {"assets": assets, "bundles": bundles, "pages": pages, "data": data}
+
+
+def _camera_demo_key(abi: str, runtime) -> str:
+    digest = hashlib.sha256(native.build_key(native.Abi(abi), runtime)[0].encode())
+    for path in sorted(p for p in CAMERA_DEMO.rglob("*") if p.is_file() and "assets" not in p.parts):
+        digest.update(str(path.relative_to(CAMERA_DEMO)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@pytest.fixture(scope="session")
+def camera_demo(emulation, native_cache):
+    """camera_demo(abi) -> (runtime, folder with camera_demo and libedgekit_c.so): camera_demo/ configured with
+    native/ as a subdirectory, cross-compiled for ARM with the toolchain files; cached by content."""
+    made: dict = {}
+
+    def need(abi: str):
+        if abi not in made:
+            runtime, _ = emulation(abi)           # the policy: skip or fail without tools / runtime
+            spec = native.ABIS[native.Abi(abi)]
+            final = native_cache / "camera_demo" / f"{abi}-{_camera_demo_key(abi, runtime)}"
+            if not (final / "camera_demo").is_file():
+                scratch = final.with_name(final.name + ".partial")
+                shutil.rmtree(scratch, ignore_errors=True)
+                configure = ["cmake", "-S", str(CAMERA_DEMO), "-B", str(scratch), "-G", native._generator()]
+                if spec.toolchain:
+                    configure.append(f"-DCMAKE_TOOLCHAIN_FILE={native.NATIVE_DIR / 'cmake' / spec.toolchain}")
+                if runtime is not None:
+                    configure.append(f"-DEDGEKIT_LITE_DIR={runtime.cxx_dir}")
+                for argv in (configure, ["cmake", "--build", str(scratch), "--parallel", str(os.cpu_count() or 2)]):
+                    done = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
+                    assert done.returncode == 0, f"{' '.join(argv)}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+                for old in final.parent.glob(f"{abi}-*"):      # other keys are never reused
+                    if old != scratch:
+                        shutil.rmtree(old, ignore_errors=True)
+                scratch.rename(final)
+            made[abi] = (runtime, final)
+        return made[abi]
+
+    return need

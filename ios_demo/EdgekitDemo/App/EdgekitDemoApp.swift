@@ -1,0 +1,10 @@
+import SwiftUI
+
+@main
+struct EdgekitDemoApp: App {
+    var body: some Scene {
+        WindowGroup {
+            ContentView()
+        }
+    }
+}

@@ -1,0 +1,2 @@
+// What Swift sees of the Objective-C++ side: only the bridge (the C API stays behind it).
+#import "EdgekitBridge.h"

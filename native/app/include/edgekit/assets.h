@@ -1,0 +1,78 @@
+// The apps' loader: an asset set written by `edgekit package` (assets.json, schema
+// edgekit.assets/1) or one bundle written by `edgekit build` (manifest.json, schema
+// edgekit.bundle/1), opened and checked before any model reaches Paddle-Lite:
+//
+//  - every file of the file table exists, has its size and its sha256;
+//  - the files the app reads (model.nb, preprocess.json, task.json, labels.txt,
+//    golden/) are in that table, so nothing unverified is used;
+//  - each model.nb's header names the opt version the index declares and, when a
+//    runtime is linked, the runtime's own version (Lite only warns; we refuse).
+//
+// A refusal is an AssetError with one line: "... refused (<reason>): <what>; <fix>".
+// Lite-free: the runtime version comes in as a string, so the host tests cover it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "edgekit/error.h"
+#include "edgekit/json.h"
+
+namespace edgekit {
+
+enum class Refusal { missing_file, checksum_mismatch, version_mismatch, schema };
+const char* refusal_name(Refusal reason);  // "missing file", "checksum mismatch", ...
+
+// ExitCode::version for a version mismatch, ExitCode::model for the others.
+class AssetError : public Error {
+ public:
+  AssetError(Refusal reason, const std::string& what, std::string fix);
+  Refusal reason() const { return reason_; }
+
+ private:
+  Refusal reason_;
+};
+
+enum class AssetKind { asset_set, bundle };
+
+struct ModelAssets {
+  std::string name;
+  std::string dir;        // absolute folder of the model's files
+  std::string task;       // classification, ocr_det, ocr_rec, ocr_cls; "" without task.json
+  std::string target;     // arm64, armv7
+  std::string precision;  // fp32, int8, ...
+  std::string opt_version;
+  std::string nb_file;          // absolute paths; empty when the folder has no such file
+  std::string preprocess_file;
+  std::string task_file;
+  std::string labels_file;
+  std::string golden_file;      // golden/golden.json
+  Json inputs = Json::array();  // [{name, shape, dtype}] as the manifest lists them
+  Json outputs = Json::array();
+};
+
+struct AssetSet {
+  AssetKind kind = AssetKind::asset_set;
+  std::string root;         // absolute
+  std::string schema;
+  std::string platform;     // android, ios, linux; "" for a bundle
+  std::string opt_version;  // the runtime every model needs
+  std::optional<std::string> runtime_version;  // what it was checked against; nullopt: not checked
+  std::vector<ModelAssets> models;
+  std::int64_t files = 0;   // verified files and bytes
+  std::uint64_t bytes = 0;
+  double verify_ms = 0;
+
+  // Error(usage) naming the models there are.
+  const ModelAssets& model(const std::string& name) const;
+  Json to_json() const;
+};
+
+// Opens `path`: a folder holding assets.json or manifest.json (or either file).
+// runtime_version: the linked runtime's GetVersion(); nullopt skips that check
+// (builds without a runtime, where no model can run anyway).
+AssetSet open_assets(const std::string& path, const std::optional<std::string>& runtime_version);
+
+}  // namespace edgekit

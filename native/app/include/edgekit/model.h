@@ -1,0 +1,73 @@
+// One model of an asset set, ready for images: the bundle's Preprocessor
+// (preprocess.json), an Engine on its model.nb and its Postprocessor (task.json,
+// labels.txt), timed stage by stage. `predict` returns what `edgekit run` prints for
+// the same bundle and image (edgekit/predict.py: BundleModel.predict).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "edgekit/assets.h"
+#include "edgekit/engine.h"
+#include "edgekit/image.h"
+#include "edgekit/json.h"
+#include "edgekit/postprocess.h"
+#include "edgekit/preprocess.h"
+
+namespace edgekit {
+
+struct StageTimes {
+  double preprocess_ms = 0;
+  double inference_ms = 0;
+  double postprocess_ms = 0;
+
+  double total_ms() const { return preprocess_ms + inference_ms + postprocess_ms; }
+  StageTimes& operator+=(const StageTimes& other);
+  Json to_json() const;  // {preprocess, inference, postprocess, total}, ms rounded to microseconds
+};
+
+struct Prediction {
+  Json result;  // Python's BundleModel.predict(image) as JSON
+  StageTimes times;
+};
+
+class Model {
+ public:
+  // Reads the model's specs (Error(input) naming the file when one is invalid) and
+  // takes the engine (null: specs only, nothing runs). top_k > 1 adds the k best classes ("top") to classifications.
+  Model(const ModelAssets& assets, std::unique_ptr<Engine> engine, int top_k = 1);
+
+  const ModelAssets& assets() const { return assets_; }
+  const std::string& name() const { return assets_.name; }
+  bool can_predict() const { return pre_.has_value() && post_.has_value(); }
+  // Error(input) when the bundle has no task.json.
+  TaskKind kind() const;
+
+  // image -> preprocess -> model.nb -> postprocess; detections in the image's pixels.
+  Prediction predict(const ImageView& image);
+
+  // The stages on their own (the self-test compares each with the golden files).
+  Tensor preprocess(const ImageView& image) const;
+  // One or more samples: `shape` includes the batch axis.
+  std::vector<Array> infer(const float* data, const Shape& shape);
+  // Task.postprocess(outputs) as JSON: one entry per sample of the first output.
+  Json postprocess(const Array& output) const;
+
+ private:
+  const Preprocessor& preprocessor() const;
+  const Postprocessor& postprocessor() const;
+  Engine& engine();  // Error(usage) without one
+
+  ModelAssets assets_;
+  std::unique_ptr<Engine> engine_;
+  std::optional<Preprocessor> pre_;
+  std::optional<Postprocessor> post_;
+};
+
+// Detector boxes from model pixels to image pixels, as predict.py's _scaled:
+// numpy's round(v * (image_w / det_w), 2) per coordinate (the boxes are numpy floats).
+Json scale_boxes(const Json& boxes, double sx, double sy);
+
+}  // namespace edgekit

@@ -1,0 +1,62 @@
+// The golden self-test an app runs (Android instrumented test, XCTest, the camera
+// demo's --selftest): the bundle's golden/ replayed through the same Model the app
+// uses, against golden/golden.json:
+//
+//  - vectors: golden inputs -> model.nb, one sample at a time as an app runs it;
+//    every output within the tolerances the build wrote (a cosine floor per output,
+//    and a max abs ceiling for FP32 models);
+//  - images: each source image (decoded by the caller or by decode.h) -> the core's
+//    preprocessing, which must equal the Python tensor exactly (lossless files),
+//    -> model.nb, within the same tolerances, -> the core's post-processing, which
+//    must give the Python results (classes, labels, text, boxes identical; scores
+//    within the FP32 max abs tolerance). The golden results come from the FP32
+//    reference, so for reduced precisions the results are reported, not gated.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "edgekit/image.h"
+#include "edgekit/json.h"
+#include "edgekit/model.h"
+
+namespace edgekit {
+
+struct Tolerances {
+  double min_cosine = 0.9999;
+  double max_abs = -1;  // < 0: not gated (reduced precisions)
+};
+
+class GoldenSet {
+ public:
+  // Error(input) when the model has no golden/golden.json.
+  explicit GoldenSet(const ModelAssets& model);
+
+  const Tolerances& tolerances() const { return tolerances_; }
+  std::size_t image_count() const { return image_files_.size(); }
+  // Absolute paths of the golden source images, in order.
+  const std::vector<std::string>& image_files() const { return image_files_; }
+
+  Json replay_vectors(Model& model) const;
+  // One golden image, decoded by the caller (pixels as the platform decodes them).
+  Json check_image(Model& model, std::size_t index, const ImageView& image) const;
+  // Every golden image decoded with decode.h; {"skipped": reason} without a decoder.
+  Json check_images(Model& model) const;
+
+ private:
+  std::string dir_;
+  Json golden_;
+  Tolerances tolerances_;
+  std::string precision_;
+  std::vector<std::string> image_files_;
+};
+
+// The whole self-test of one model: {"name", "ok", "vectors", "images"}.
+Json selftest_model(Model& model);
+
+// Python results against ours: "" when they agree (numbers under the score keys
+// within score_tolerance, everything else identical), else the first difference.
+std::string compare_results(const Json& expected, const Json& got, double score_tolerance, bool compare_scores = true);
+
+}  // namespace edgekit

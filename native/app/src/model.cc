@@ -1,0 +1,152 @@
+#include "edgekit/model.h"
+
+#include <chrono>
+
+#include "edgekit/error.h"
+#include "edgekit/numpy_compat.h"
+
+namespace edgekit {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+double micro_round(double ms) { return python_round(ms, 3); }
+
+bool has_labels(const TaskSpec& spec) {
+  const Json* labels = spec.options.is_object() ? spec.options.find("labels") : nullptr;
+  return labels != nullptr && labels->is_array() && labels->size() > 0;
+}
+
+}  // namespace
+
+StageTimes& StageTimes::operator+=(const StageTimes& other) {
+  preprocess_ms += other.preprocess_ms;
+  inference_ms += other.inference_ms;
+  postprocess_ms += other.postprocess_ms;
+  return *this;
+}
+
+Json StageTimes::to_json() const {
+  Json out = Json::object();
+  out.set("preprocess", micro_round(preprocess_ms));
+  out.set("inference", micro_round(inference_ms));
+  out.set("postprocess", micro_round(postprocess_ms));
+  out.set("total", micro_round(total_ms()));
+  return out;
+}
+
+Model::Model(const ModelAssets& assets, std::unique_ptr<Engine> engine, int top_k)
+    : assets_(assets), engine_(std::move(engine)) {
+  if (!assets_.preprocess_file.empty()) {
+    BundlePreprocess bundle = BundlePreprocess::read(assets_.preprocess_file);
+    if (bundle.spec) pre_.emplace(*bundle.spec);
+  }
+  if (!assets_.task_file.empty()) {
+    TaskSpec spec = TaskSpec::read(assets_.task_file);
+    const bool labels_in_task = has_labels(spec);
+    post_.emplace(std::move(spec));
+    // Python reads labels from task.json only; edgekit writes them there whenever labels.txt exists.
+    if (post_->kind() == TaskKind::classification && !labels_in_task && !assets_.labels_file.empty()) {
+      post_->set_labels(read_labels(assets_.labels_file));
+    }
+    if (top_k > 1) post_->set_top_k(top_k);
+  }
+}
+
+const Preprocessor& Model::preprocessor() const {
+  if (!pre_) {
+    throw Error(ExitCode::input, "model " + name() + " has no preprocessing spec (built from tensors without [preprocess])",
+                "rebuild it with a [preprocess] table so the bundle says how images become its input");
+  }
+  return *pre_;
+}
+
+const Postprocessor& Model::postprocessor() const {
+  if (!post_) {
+    throw Error(ExitCode::input, "model " + name() + " has no task.json (built without labels or ground truth)",
+                "rebuild it with labelled evaluation data so the bundle knows its task");
+  }
+  return *post_;
+}
+
+TaskKind Model::kind() const { return postprocessor().kind(); }
+
+Tensor Model::preprocess(const ImageView& image) const { return preprocessor().run(image); }
+
+Engine& Model::engine() {
+  if (!engine_) {
+    throw Error(ExitCode::usage, "model " + name() + " has no engine (no Paddle-Lite runtime in this build)",
+                "build native/ with EDGEKIT_LITE_DIR");
+  }
+  return *engine_;
+}
+
+std::vector<Array> Model::infer(const float* data, const Shape& shape) {
+  Engine& e = engine();
+  e.set_input(0, DType::float32, shape, data);
+  e.run();
+  std::vector<Array> outputs;
+  const std::size_t count = e.output_names().size();
+  for (std::size_t i = 0; i < count; ++i) outputs.push_back(e.output(i));
+  return outputs;
+}
+
+Json Model::postprocess(const Array& output) const { return postprocessor().run(output); }
+
+Prediction Model::predict(const ImageView& image) {
+  const Postprocessor& post = postprocessor();
+  const Preprocessor& pre = preprocessor();
+  Engine& e = engine();
+  Prediction out;
+  auto start = Clock::now();
+  Tensor tensor = pre.run(image);
+  out.times.preprocess_ms = ms_since(start);
+
+  start = Clock::now();
+  Shape shape = {1};
+  shape.insert(shape.end(), tensor.shape.begin(), tensor.shape.end());
+  e.set_input(0, DType::float32, shape, tensor.data.data());
+  e.run();
+  const Array output = e.output(0);
+  out.times.inference_ms = ms_since(start);
+
+  start = Clock::now();
+  Json results = post.run(output);
+  if (results.size() != 1) {
+    throw Error(ExitCode::run, "model " + name() + " returned " + std::to_string(results.size()) + " results for one image",
+                "the model's first output must keep the batch axis");
+  }
+  out.result = results.at(0);
+  if (post.kind() == TaskKind::ocr_det) {
+    const PreprocessSpec& spec = pre.spec();
+    if (spec.resize_mode != ResizeMode::stretch || !spec.resize) {
+      throw Error(ExitCode::input, "model " + name() + ": the detector's preprocessing is not a plain resize",
+                  "build the detector with [preprocess] resize = [H, W] and resize_mode = \"stretch\"");
+    }
+    // predict.py: image.shape[1] / width, image.shape[0] / height (true division in double)
+    const double sx = static_cast<double>(image.width) / static_cast<double>(spec.resize->width);
+    const double sy = static_cast<double>(image.height) / static_cast<double>(spec.resize->height);
+    out.result = scale_boxes(out.result, sx, sy);
+  }
+  out.times.postprocess_ms = ms_since(start);
+  return out;
+}
+
+Json scale_boxes(const Json& boxes, double sx, double sy) {
+  Json out = Json::array();
+  for (const Json& item : boxes.items()) {
+    const Json& box = item.at("box");
+    Json scaled = Json::array();
+    for (std::size_t i = 0; i < 4; ++i) scaled.push(numpy_round(box.at(i).as_number() * (i % 2 == 0 ? sx : sy), 2));
+    Json copy = Json::object();
+    for (const auto& [key, value] : item.members()) copy.set(key, key == "box" ? scaled : value);
+    out.push(copy);
+  }
+  return out;
+}
+
+}  // namespace edgekit

@@ -1,0 +1,338 @@
+#include "edgekit/selftest.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "edgekit/decode.h"
+#include "edgekit/file_io.h"
+#include "edgekit/error.h"
+#include "edgekit/numpy_compat.h"
+
+namespace edgekit {
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kScoreKeys[] = {"score", "confidence", "det_score", "angle_score"};
+
+bool is_score_key(const std::string& key) {
+  for (const char* k : kScoreKeys) {
+    if (key == k) return true;
+  }
+  return false;
+}
+
+double value_at(const Array& a, std::size_t i) {
+  switch (a.dtype) {
+    case DType::float32: return a.as<float>()[i];
+    case DType::float64: return a.as<double>()[i];
+    case DType::int32: return a.as<std::int32_t>()[i];
+    case DType::int64: return static_cast<double>(a.as<std::int64_t>()[i]);
+    case DType::int8: return a.as<std::int8_t>()[i];
+    case DType::uint8: return a.as<std::uint8_t>()[i];
+    default: break;
+  }
+  throw Error(ExitCode::input, std::string("golden outputs of dtype ") + dtype_name(a.dtype) + " cannot be compared",
+              "the self-test compares float and integer outputs");
+}
+
+// One output of `samples` samples against its golden array: parity.py's max abs and
+// mean per-sample cosine (both-zero samples count 1, undefined ones 0).
+struct OutputStats {
+  double max_abs = 0;
+  double cosine = 1;
+  bool finite = true;
+};
+
+OutputStats compare_output(const Array& expected, const Array& got, std::int64_t samples) {
+  if (expected.count() != got.count()) {
+    throw Error(ExitCode::run,
+                "an output has " + std::to_string(got.count()) + " values, the golden file " +
+                    std::to_string(expected.count()) + " (" + shape_text(got.shape) + " vs " + shape_text(expected.shape) + ")",
+                "the model and its golden files do not belong together; package them again");
+  }
+  OutputStats s;
+  const std::size_t n = static_cast<std::size_t>(expected.count());
+  const std::size_t per = samples > 0 ? n / static_cast<std::size_t>(samples) : n;
+  double cosines = 0;
+  for (std::int64_t k = 0; k < samples; ++k) {
+    double dot = 0, na = 0, nb = 0;
+    for (std::size_t i = static_cast<std::size_t>(k) * per; i < static_cast<std::size_t>(k + 1) * per; ++i) {
+      const double a = value_at(expected, i), b = value_at(got, i);
+      if (!std::isfinite(b)) s.finite = false;
+      s.max_abs = std::max(s.max_abs, std::fabs(a - b));
+      dot += a * b;
+      na += a * a;
+      nb += b * b;
+    }
+    if (na == 0 && nb == 0) {
+      cosines += 1;
+    } else {
+      const double c = dot / (std::sqrt(na) * std::sqrt(nb));
+      cosines += std::isnan(c) ? 0 : c;
+    }
+  }
+  s.cosine = samples > 0 ? cosines / static_cast<double>(samples) : 1;
+  return s;
+}
+
+Json output_check(const std::string& name, const OutputStats& s, const Tolerances& t) {
+  const bool cos_ok = s.finite && s.cosine >= t.min_cosine;
+  const bool abs_ok = s.finite && (t.max_abs < 0 || s.max_abs <= t.max_abs);
+  Json out = Json::object();
+  out.set("name", name);
+  out.set("max_abs", s.max_abs);
+  out.set("cosine", s.cosine);
+  out.set("finite", s.finite);
+  out.set("ok", cos_ok && abs_ok);
+  return out;
+}
+
+// Sample k of a [N, ...] array as its own [1, ...] array.
+Array sample_of(const Array& all, std::int64_t k) {
+  Array one;
+  one.dtype = all.dtype;
+  one.shape = all.shape;
+  one.shape[0] = 1;
+  const std::size_t bytes = all.data.size() / static_cast<std::size_t>(all.shape[0]);
+  one.data.assign(all.data.begin() + static_cast<std::ptrdiff_t>(bytes * static_cast<std::size_t>(k)),
+                  all.data.begin() + static_cast<std::ptrdiff_t>(bytes * static_cast<std::size_t>(k + 1)));
+  return one;
+}
+
+void append_sample(Array& all, const Array& one) {
+  if (all.shape.empty()) {
+    all.dtype = one.dtype;
+    all.shape = one.shape;
+    all.shape[0] = 0;
+  }
+  all.shape[0] += one.shape.empty() ? 1 : one.shape[0];
+  all.data.insert(all.data.end(), one.data.begin(), one.data.end());
+}
+
+std::string golden_path(const std::string& dir, const Json& rel) { return (fs::path(dir) / rel.as_string()).string(); }
+
+bool all_ok(const Json& checks) {
+  for (const Json& c : checks.items()) {
+    if (!c.at("ok").as_bool()) return false;
+  }
+  return true;
+}
+
+std::string lower_extension(const std::string& path) {
+  std::string ext = fs::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext;
+}
+
+}  // namespace
+
+bool lossless_image_file(const std::string& path) {
+  const std::string ext = lower_extension(path);
+  return ext == ".png" || ext == ".bmp" || ext == ".ppm" || ext == ".pgm";
+}
+
+std::string compare_results(const Json& expected, const Json& got, double score_tolerance, bool compare_scores) {
+  if (expected.type() != got.type() && !(expected.is_number() && got.is_number())) {
+    return "expected " + expected.dump() + ", got " + got.dump();
+  }
+  switch (expected.type()) {
+    case Json::Type::object:
+      if (expected.size() != got.size()) return "expected keys of " + expected.dump() + ", got " + got.dump();
+      for (const auto& [key, value] : expected.members()) {
+        const Json* other = got.find(key);
+        if (!other) return "missing \"" + key + "\" in " + got.dump();
+        if (is_score_key(key) && value.is_number() && other->is_number()) {
+          const double diff = std::fabs(value.as_number() - other->as_number());
+          if (compare_scores && !(diff <= score_tolerance)) {
+            return key + " " + other->dump() + " differs from " + value.dump() + " by more than " + json_number(score_tolerance);
+          }
+          continue;
+        }
+        const std::string inner = compare_results(value, *other, score_tolerance, compare_scores);
+        if (!inner.empty()) return key + ": " + inner;
+      }
+      return "";
+    case Json::Type::array:
+      if (expected.size() != got.size()) {
+        return std::to_string(got.size()) + " items instead of " + std::to_string(expected.size()) + ": " + got.dump();
+      }
+      for (std::size_t i = 0; i < expected.size(); ++i) {
+        const std::string inner = compare_results(expected.at(i), got.at(i), score_tolerance, compare_scores);
+        if (!inner.empty()) return "[" + std::to_string(i) + "] " + inner;
+      }
+      return "";
+    case Json::Type::number:
+      return expected.as_number() == got.as_number() ? "" : "expected " + expected.dump() + ", got " + got.dump();
+    default:
+      return expected.dump() == got.dump() ? "" : "expected " + expected.dump() + ", got " + got.dump();
+  }
+}
+
+GoldenSet::GoldenSet(const ModelAssets& model) : dir_(model.dir), precision_(model.precision) {
+  if (model.golden_file.empty()) {
+    throw Error(ExitCode::input, "model " + model.name + " has no golden/golden.json", "package a bundle built by edgekit");
+  }
+  golden_ = Json::parse(read_file_text(model.golden_file, ExitCode::input));
+  if (const Json* t = golden_.find("tolerances")) {
+    if (const Json* c = t->find("min_cosine"); c && c->is_number()) tolerances_.min_cosine = c->as_number();
+    if (const Json* a = t->find("max_abs"); a && a->is_number()) tolerances_.max_abs = a->as_number();
+  }
+  if (const Json* images = golden_.find("images"); images && images->is_object()) {
+    for (const Json& f : images->at("files").items()) image_files_.push_back(golden_path(dir_, f));
+  }
+}
+
+Json GoldenSet::replay_vectors(Model& model) const {
+  const Json& inputs = golden_.at("inputs");
+  const Json& outputs = golden_.at("outputs");
+  if (inputs.size() != 1) {
+    throw Error(ExitCode::input, "the self-test replays one-input models; " + model.name() + " has " +
+                                     std::to_string(inputs.size()),
+                "check multi-input models with edgekit-lite-run");
+  }
+  const Array x = read_npy(golden_path(dir_, inputs.at(0).at("file")));
+  const std::int64_t samples = x.shape.empty() ? 0 : x.shape[0];
+  std::vector<Array> got(outputs.size());
+  for (std::int64_t k = 0; k < samples; ++k) {
+    const Array one = sample_of(x, k);
+    if (one.dtype != DType::float32) {
+      throw Error(ExitCode::input, "golden input of dtype " + std::string(dtype_name(one.dtype)), "image models take float32");
+    }
+    std::vector<Array> out = model.infer(one.as<float>(), one.shape);
+    for (std::size_t i = 0; i < got.size() && i < out.size(); ++i) append_sample(got[i], out[i]);
+  }
+  Json checks = Json::array();
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const Array expected = read_npy(golden_path(dir_, outputs.at(i).at("file")));
+    checks.push(output_check(outputs.at(i).at("name").as_string(), compare_output(expected, got[i], samples), tolerances_));
+  }
+  Json out = Json::object();
+  out.set("samples", samples);
+  out.set("min_cosine", tolerances_.min_cosine);
+  out.set("max_abs", tolerances_.max_abs < 0 ? Json() : Json(tolerances_.max_abs));
+  out.set("outputs", checks);
+  out.set("ok", all_ok(checks));
+  return out;
+}
+
+Json GoldenSet::check_image(Model& model, std::size_t index, const ImageView& image) const {
+  if (index >= image_files_.size()) {
+    throw Error(ExitCode::usage, "golden image " + std::to_string(index) + " of " + std::to_string(image_files_.size()),
+                "use an index below the count the model lists");
+  }
+  const Json& images = golden_.at("images");
+  const bool lossless = lossless_image_file(image_files_[index]);
+  Json out = Json::object();
+  out.set("index", index);
+  out.set("file", image_files_[index]);
+
+  // 1. the tensor: the core's preprocessing against Python's, element by element
+  const Tensor tensor = model.preprocess(image);
+  const Array all = read_npy(golden_path(dir_, images.at("input")));
+  const Array expected = sample_of(all, static_cast<std::int64_t>(index));
+  if (static_cast<std::size_t>(expected.count()) != tensor.data.size() || expected.dtype != DType::float32) {
+    throw Error(ExitCode::input, "the preprocessed tensor has " + std::to_string(tensor.data.size()) +
+                                     " values, golden/images/input.npy " + std::to_string(expected.count()),
+                "the image is not the golden one, or the bundle's files do not belong together");
+  }
+  std::int64_t differing = 0;
+  double tensor_max = 0;
+  for (std::size_t i = 0; i < tensor.data.size(); ++i) {
+    const float want = expected.as<float>()[i];
+    if (std::memcmp(&want, &tensor.data[i], sizeof want) != 0) ++differing;
+    tensor_max = std::max(tensor_max, std::fabs(static_cast<double>(want) - tensor.data[i]));
+  }
+  Json t = Json::object();
+  t.set("differing", differing);
+  t.set("max_abs", tensor_max);
+  t.set("gated", lossless);
+  t.set("ok", !lossless || differing == 0);
+  out.set("tensor", t);
+
+  // 2. the model on the core's tensor, against the FP32 reference on Python's
+  Shape shape = {1};
+  shape.insert(shape.end(), tensor.shape.begin(), tensor.shape.end());
+  const std::vector<Array> outputs = model.infer(tensor.data.data(), shape);
+  Json checks = Json::array();
+  const Json& output_files = images.at("outputs");
+  for (std::size_t i = 0; i < output_files.size() && i < outputs.size(); ++i) {
+    const Array ref = sample_of(read_npy(golden_path(dir_, output_files.at(i))), static_cast<std::int64_t>(index));
+    checks.push(output_check("output_" + std::to_string(i), compare_output(ref, outputs[i], 1), tolerances_));
+  }
+  out.set("outputs", checks);
+
+  // 3. the core's post-processing against Python's results
+  const Json* results = images.find("results");
+  const bool gate_results = precision_ == "fp32";
+  Json r = Json::object();
+  if (results && results->is_array() && index < results->size()) {
+    const Json got = model.postprocess(outputs.at(0)).at(0);
+    const double tolerance = tolerances_.max_abs < 0 ? 1e-6 : std::max(1e-6, tolerances_.max_abs);
+    const std::string decision = compare_results(results->at(index), got, tolerance, false);
+    const std::string scores = decision.empty() ? compare_results(results->at(index), got, tolerance, true) : decision;
+    r.set("expected", results->at(index));
+    r.set("got", got);
+    r.set("same_decision", decision.empty());  // classes, labels, text, boxes
+    r.set("same_scores", scores.empty());
+    r.set("difference", scores.empty() ? Json() : Json(scores));
+    r.set("score_tolerance", tolerance);
+    r.set("gated", gate_results);
+    r.set("ok", !gate_results || scores.empty());
+  } else {
+    r.set("skipped", "golden.json has no results (the bundle has no task)");
+    r.set("ok", true);
+  }
+  out.set("results", r);
+  out.set("ok", t.at("ok").as_bool() && all_ok(checks) && r.at("ok").as_bool());
+  return out;
+}
+
+Json GoldenSet::check_images(Model& model) const {
+  Json out = Json::object();
+  out.set("count", image_files_.size());
+  if (image_files_.empty()) {
+    out.set("skipped", "the bundle has no golden images");
+    out.set("ok", true);
+    return out;
+  }
+  if (!image_decoder_available()) {
+    out.set("skipped", "this build has no image decoder: decode golden images with the platform and call ek_selftest_image");
+    out.set("ok", true);
+    return out;
+  }
+  Json cases = Json::array();
+  bool ok = true;
+  for (std::size_t i = 0; i < image_files_.size(); ++i) {
+    const Image image = decode_image_file(image_files_[i]);
+    Json one = check_image(model, i, image.view());
+    ok = ok && one.at("ok").as_bool();
+    cases.push(one);
+  }
+  out.set("decoder", image_decoder_name());
+  out.set("cases", cases);
+  out.set("ok", ok);
+  return out;
+}
+
+Json selftest_model(Model& model) {
+  const GoldenSet golden(model.assets());
+  Json out = Json::object();
+  out.set("name", model.name());
+  out.set("precision", model.assets().precision);
+  Json vectors = golden.replay_vectors(model);
+  Json images = model.can_predict() ? golden.check_images(model) : Json::object();
+  if (!model.can_predict()) {
+    images.set("skipped", "the model has no preprocessing spec or task");
+    images.set("ok", true);
+  }
+  out.set("ok", vectors.at("ok").as_bool() && images.at("ok").as_bool());
+  out.set("vectors", vectors);
+  out.set("images", images);
+  return out;
+}
+
+}  // namespace edgekit

@@ -1,0 +1,101 @@
+// edgekit-app-tests: the app core's unit tests (loader, SHA-256, OCR geometry), plus
+// helper modes the Python tests use to hold the C++ against Python:
+//
+//   edgekit-app-tests [SUITE ...]                     run these suites (default: all)
+//   edgekit-app-tests --sha256 FILE ...               one "<hex>  <file>" line per file
+//   edgekit-app-tests --verify PATH [--runtime-version V]
+//                                                     open_assets(PATH): its JSON, or the refusal
+//                                                     on stderr with exit 3 (files) / 4 (version)
+//   edgekit-app-tests --ocr-geometry IN.json OUT.json sort_boxes / crop_rect / scale_boxes cases
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "edgekit/assets.h"
+#include "edgekit/file_io.h"
+#include "edgekit/json.h"
+#include "edgekit/model.h"
+#include "edgekit/ocr.h"
+#include "edgekit/sha256.h"
+#include "harness.h"
+
+namespace {
+
+using namespace edgekit;
+
+int run_cases(const std::vector<std::string>& suites) {
+  int failed = 0, ran = 0;
+  for (const auto& c : test::registry()) {
+    bool wanted = suites.empty();
+    for (const auto& s : suites) wanted = wanted || c.name.rfind(s + ".", 0) == 0;
+    if (!wanted) continue;
+    ++ran;
+    try {
+      c.fn();
+      std::printf("ok   %s\n", c.name.c_str());
+    } catch (const test::Failure& f) {
+      ++failed;
+      std::printf("FAIL %s\n     %s\n", c.name.c_str(), f.message.c_str());
+    } catch (const std::exception& e) {
+      ++failed;
+      std::printf("FAIL %s\n     unexpected exception: %s\n", c.name.c_str(), e.what());
+    }
+  }
+  std::printf("%d of %d passed\n", ran - failed, ran);
+  return failed == 0 && ran > 0 ? 0 : 1;
+}
+
+Box box_of(const Json& j) { return {j.at(0).as_number(), j.at(1).as_number(), j.at(2).as_number(), j.at(3).as_number()}; }
+
+// {"sort": [[box, ...], ...], "crop": [{"box", "height", "width"}], "scale": [{"boxes", "sx", "sy"}]}
+int ocr_geometry(const std::string& in, const std::string& out) {
+  const Json cases = Json::parse(read_file_text(in, ExitCode::input));
+  Json result = Json::object();
+  Json sorted = Json::array();
+  for (const Json& list : cases.at("sort").items()) {
+    std::vector<Box> boxes;
+    for (const Json& b : list.items()) boxes.push_back(box_of(b));
+    sorted.push(Json::array_of(sort_boxes(boxes)));
+  }
+  result.set("sort", sorted);
+  Json crops = Json::array();
+  for (const Json& c : cases.at("crop").items()) {
+    const PixelRect r = crop_rect(box_of(c.at("box")), static_cast<int>(c.at("height").as_int()),
+                                  static_cast<int>(c.at("width").as_int()));
+    crops.push(Json::array_of(std::vector<int>{r.top, r.left, std::max(0, r.height), std::max(0, r.width)}));
+  }
+  result.set("crop", crops);
+  Json scaled = Json::array();
+  for (const Json& c : cases.at("scale").items()) {
+    scaled.push(scale_boxes(c.at("boxes"), c.at("sx").as_number(), c.at("sy").as_number()));
+  }
+  result.set("scale", scaled);
+  write_file_atomic(out, result.dump() + "\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    if (!args.empty() && args[0] == "--sha256") {
+      for (std::size_t i = 1; i < args.size(); ++i) {
+        std::printf("%s  %s\n", sha256_file(args[i], ExitCode::input).c_str(), args[i].c_str());
+      }
+      return 0;
+    }
+    if (args.size() >= 2 && args[0] == "--verify") {
+      std::optional<std::string> runtime;
+      if (args.size() == 4 && args[2] == "--runtime-version") runtime = args[3];
+      std::printf("%s\n", open_assets(args[1], runtime).to_json().dump(2).c_str());
+      return 0;
+    }
+    if (args.size() == 3 && args[0] == "--ocr-geometry") return ocr_geometry(args[1], args[2]);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "edgekit-app-tests: error: %s\n", e.line().c_str());
+    return static_cast<int>(e.code());
+  }
+  return run_cases(args);
+}
