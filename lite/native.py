@@ -40,6 +40,7 @@ BUILD_TYPE = "MinSizeRel"   # the compute is in Lite; -Os builds twice as fast a
 CACHE_KEEP = 3              # cached builds kept per ABI (older keys are removed)
 PRUNE_AFTER_SECONDS = 3600  # never remove a build younger than this: a concurrent process may be using it
 RECORD_SCHEMA = "edgekit.runner/1"
+NOT_BUILD_INPUTS = (".md", ".sh")   # native/'s README and install-deps.sh change no binary
 
 
 class Abi(str, enum.Enum):
@@ -189,10 +190,11 @@ def _native_dir() -> Path:
 
 
 def build_key(abi: Abi, runtime: LiteRuntime | None) -> tuple[str, dict]:
-    """Hash of every file under native/, the compiler, cmake, generator and the Lite library."""
+    """Hash of every source and build file under native/ (not its docs and scripts), the compiler, cmake,
+    generator and the Lite library."""
     source = _native_dir()
     digest = hashlib.sha256()
-    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+    for path in sorted(p for p in source.rglob("*") if p.is_file() and p.suffix not in NOT_BUILD_INPUTS):
         digest.update(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes() + b"\0")
     spec = ABIS[abi]
     inputs = {"abi": abi.value, "sources": digest.hexdigest(), "compiler": _first_line([spec.compiler, "--version"]),
