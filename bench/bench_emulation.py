@@ -1,7 +1,7 @@
 """What tier C (the ARM model.nb under qemu) adds to a build, and what it finds, as JSON.
 
     EDGEKIT_LITE_ARM=/path/to/lite-arm ./run python bench/bench_emulation.py \
-        [--examples digits det rec cls] [--precisions int8 fp32] [--data DIR] [--cpu default]
+        [--examples digits det rec cls] [--precisions int8 fp32] [--data DIR] [--cpu default] [--emulation-samples N]
 
 For each example and precision, builds for arm64 twice in one run, each time with an
 empty cache (so both calibrate and neither reuses a tier-C result): once with
@@ -38,8 +38,8 @@ def _build(flags: dict, config: Path | None, root: Path) -> tuple[dict, float]:
     return result.bundle.manifest, time.monotonic() - start
 
 
-def _case(example: str, precision: str, data: Path | None, root: Path, cpu: str) -> dict:
-    config, flags = None, {"precision": precision, "emulation_cpu": cpu, "emulation_max_samples": 0}  # every sample
+def _case(example: str, precision: str, data: Path | None, root: Path, cpu: str, samples: int | None) -> dict:
+    config, flags = None, {"precision": precision, "emulation_cpu": cpu}
     if example != "digits":
         from edgekit.examples.ppocr import models
 
@@ -47,6 +47,8 @@ def _case(example: str, precision: str, data: Path | None, root: Path, cpu: str)
         flags.update(model=str(models.model_path(example)), evaluation=data / f"{example}_eval.npz")
         if precision == "int8":
             flags["calibration"] = data / f"{example}_calib.npz"
+    if samples is not None:
+        flags["emulation_max_samples"] = samples
     without, seconds_without = _build(dict(flags, emulation_enabled=False), config, root / "without")
     with_c, seconds_with = _build(flags, config, root / "with")
     emulation = with_c["emulation"]
@@ -77,6 +79,8 @@ def main() -> int:
     parser.add_argument("--precisions", nargs="+", default=["int8", "fp32"], choices=["int8", "fp32"])
     parser.add_argument("--data", type=Path, help="PP-OCR data from make_data (default: rendered into a temp folder)")
     parser.add_argument("--cpu", default="default", help="CPU profile (default, a53, a55)")
+    parser.add_argument("--emulation-samples", type=int, help="samples tier C runs (0 = all; default: the example's "
+                        "[emulation] max_samples: 512, rec 64)")
     args = parser.parse_args()
     if not os.environ.get("EDGEKIT_LITE_ARM"):
         print("set EDGEKIT_LITE_ARM to the folder holding inference_lite_lib.armlinux.armv8", file=sys.stderr)
@@ -97,7 +101,7 @@ def main() -> int:
         for example in args.examples:
             for precision in args.precisions:
                 start = time.monotonic()
-                row = _case(example, precision, data, root / example / precision, args.cpu)
+                row = _case(example, precision, data, root / example / precision, args.cpu, args.emulation_samples)
                 report["examples"].setdefault(example, {})[precision] = row
                 print(f"{example} {precision}: {json.dumps(row['accuracy'])}, tier C +{row['seconds']['emulation_stage']} s "
                       f"({time.monotonic() - start:.0f} s)", file=sys.stderr, flush=True)
