@@ -363,25 +363,40 @@ def import_onnx_command(
     inputs: List[str] = typer.Option([], "--input", "-i", help="ONNX input name:shape, e.g. x:1x3x48x320; fixes dynamic dims "
                                      "X2Paddle cannot carry (-1 keeps a dim dynamic)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds X2Paddle may take."),
+    max_abs: float = typer.Option(1e-4, "--max-abs", help="Largest difference from ONNX Runtime allowed per output, times "
+                                  "max(1, the output's largest |value|) ([parity] import_max_abs in a build)."),
+    min_cosine: float = typer.Option(0.9999, "--min-cosine", help="Smallest cosine to ONNX Runtime allowed per output "
+                                     "([parity] import_min_cosine)."),
 ) -> None:
-    """X2Paddle conversion with unsafe names sanitised, checked against ONNX Runtime (disagreement is an error)."""
+    """X2Paddle conversion, checked against ONNX Runtime (disagreement is an error).
+
+    Before X2Paddle, ops it lacks (HardSwish, LayerNormalization, Gelu, ...) are rewritten and opsets above 15 are
+    converted down, each rewrite checked in ONNX Runtime; names X2Paddle cannot use are sanitised.
+    """
     from . import atomic
     from .config import InputSpec
     from .errors import ConfigError
     from .export.onnx_import import import_onnx
+    from .parity import Tolerance
 
     out = out.expanduser().absolute()
     if out.exists():
         raise ConfigError(f"{out} already exists", "pass a new folder to --out")
     shapes = {spec.name: spec.shape for spec in (InputSpec.parse(i) for i in inputs)}
     with atomic.staging_dir(out.parent, ".edgekit-import-") as staging:
-        static, report = import_onnx(model.expanduser().absolute(), staging, shapes, timeout=timeout)
+        static, report = import_onnx(model.expanduser().absolute(), staging, shapes, timeout=timeout,
+                                     limits=Tolerance(max_abs, min_cosine))
         (staging / "import.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
         atomic.publish_dir(staging, out)
     from .export.onnx_import import check_lines
 
     for line in check_lines(report["check"]):
         typer.echo(line)
+    legal = report["legalise"]
+    if legal["by_op"] or legal["opset"]["converted_to"] != legal["opset"]["source"]:
+        rewrites = ", ".join(f"{r['op']} x{r['nodes']}" for r in legal["by_op"]) or "no op rewritten"
+        typer.echo(f"legalised for X2Paddle: {rewrites}; opset {legal['opset']['source']} -> {legal['opset']['converted_to']}; "
+                   f"ONNX Runtime max abs {legal['check']['rewritten_max_abs']:.3g} on the rewritten outputs")
     typer.echo(f"feeds: {', '.join(f'{k} -> {v}' for k, v in report['feeds'].items())}; "
                f"{len(report.get('renamed', {}))} name(s) sanitised")
     typer.echo(f"paddle model: {out / static.model_file.name} (+ {static.params_file.name}, import.json)")

@@ -100,6 +100,8 @@ class QuantConfig:
 class ParityGates:
     twin_max_abs: float = 1e-4            # x86 twin vs reference, per output
     twin_min_cosine: float = 0.99999
+    import_max_abs: float = 1e-4          # X2Paddle's model vs ONNX Runtime, per output, times max(1, |output|)
+    import_min_cosine: float = 0.9999
     int8_max_top1_drop: float = 1.0       # points of the task's primary metric (top-1, exact match, ...), with truth
     int8_min_cosine: float = 0.99         # when there are no labels
     golden_count: int = 8                 # samples written as golden vectors
@@ -376,6 +378,9 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
     gates = ParityGates(**{f.name: _typed(f, m[f.name], "parity") for f in fields(ParityGates) if f.name in m})
     if gates.golden_count < 1 or gates.max_samples < 1:
         raise ConfigError("[parity] golden_count and max_samples must be >= 1", "fix them in edgekit.toml")
+    if not (math.isfinite(gates.import_max_abs) and gates.import_max_abs > 0) or not -1 <= gates.import_min_cosine <= 1:
+        raise ConfigError(f"[parity] import_max_abs {gates.import_max_abs} / import_min_cosine {gates.import_min_cosine} "
+                          "are out of range", "give a positive max abs (e.g. 1e-4) and a cosine in [-1, 1] (e.g. 0.9999)")
     try:
         timeout = float(m.get("tool_timeout", 600.0))
     except (TypeError, ValueError) as exc:

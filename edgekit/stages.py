@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 
 from . import bundle as bundle_mod
-from . import tiers
+from . import parity, tiers
 from .artifacts import StaticModel
 from .config import BuildConfig
 from .errors import ConversionError, UnsupportedOpsError
@@ -47,8 +47,9 @@ def import_onnx(rec: BuildRecord) -> BuildRecord:
     from .export.onnx_import import import_onnx as convert
 
     cfg = rec.cfg
+    limits = parity.Tolerance(cfg.gates.import_max_abs, cfg.gates.import_min_cosine)
     static, report = convert(cfg.model.model_file, _folder(rec, "export"), {s.name: s.shape for s in cfg.model.inputs},
-                             timeout=cfg.tool_timeout)
+                             timeout=cfg.tool_timeout, limits=limits)
     return rec.with_(static=static, feeds=static.feeds, onnx_import=report)
 
 

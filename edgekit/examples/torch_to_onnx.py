@@ -54,7 +54,14 @@ def _factory(spec: str):
     return getattr(importlib.import_module(module_name), function)
 
 
-def export(out: Path, model, shape: tuple[int, ...], samples: int, seed: int = 0) -> dict:
+def _inputs(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    """Noise plus a per-sample, per-channel offset: i.i.d. noise alone averages out in global pooling, so every
+    sample would reach a pooled classifier with the same features and get the same scores."""
+    offsets = rng.standard_normal((shape[0], shape[1]) + (1,) * (len(shape) - 2))
+    return (rng.standard_normal(shape) * 0.5 + offsets).astype(np.float32)
+
+
+def export(out: Path, model, shape: tuple[int, ...], samples: int, seed: int = 0, opset: int = 13) -> dict:
     import torch
 
     out.mkdir(parents=True, exist_ok=True)
@@ -62,21 +69,20 @@ def export(out: Path, model, shape: tuple[int, ...], samples: int, seed: int = 0
     rng = np.random.default_rng(seed)
     example = torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
     # only the batch stays dynamic: X2Paddle carries a dynamic batch, not every op carries dynamic H/W
-    options = dict(input_names=["x"], output_names=["scores"], opset_version=13,
+    options = dict(input_names=["x"], output_names=["scores"], opset_version=opset,
                    dynamic_axes={"x": {0: "batch"}, "scores": {0: "batch"}})
     try:
         torch.onnx.export(model, (example,), str(out / "model.onnx"), dynamo=False, **options)
     except TypeError:                         # torch < 2.5 has no `dynamo` argument: the TorchScript exporter is the only one
         torch.onnx.export(model, (example,), str(out / "model.onnx"), **options)
     per_sample = (samples, *shape[1:])
-    calib = rng.standard_normal(per_sample).astype(np.float32)
-    evaluation = rng.standard_normal(per_sample).astype(np.float32)
+    calib, evaluation = _inputs(rng, per_sample), _inputs(rng, per_sample)
     np.savez(out / "calib.npz", x=calib)
     np.savez(out / "eval.npz", x=evaluation)
     with torch.no_grad():
         scores = torch.cat([model(torch.from_numpy(evaluation[i:i + shape[0]])) for i in range(0, samples, shape[0])])
     np.savez(out / "eval_torch.npz", scores=scores.numpy())
-    return {"onnx": str(out / "model.onnx"), "torch": torch.__version__, "samples": samples}
+    return {"onnx": str(out / "model.onnx"), "torch": torch.__version__, "samples": samples, "opset": opset}
 
 
 def main(argv: list[str]) -> int:
@@ -85,6 +91,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--factory", help="package.module:function returning the torch.nn.Module (default: demo_net)")
     parser.add_argument("--shape", default="1x3x32x32", help="the fixed input shape, NxCxHxW (default 1x3x32x32)")
     parser.add_argument("--samples", type=int, default=64, help="random samples per .npz (default 64)")
+    parser.add_argument("--opset", type=int, default=13, help="ONNX opset (default 13; edgekit legalises 14+ ops "
+                        "such as HardSwish, LayerNormalization and Gelu for X2Paddle)")
     args = parser.parse_args(argv)
     try:
         shape = tuple(int(d) for d in args.shape.lower().split("x"))
@@ -93,7 +101,7 @@ def main(argv: list[str]) -> int:
     if args.samples < shape[0] or args.samples % shape[0]:
         parser.error(f"--samples {args.samples} must be a multiple of the batch size {shape[0]}")
     model = _factory(args.factory)() if args.factory else demo_net()
-    print(export(args.out, model, shape, args.samples))
+    print(export(args.out, model, shape, args.samples, opset=args.opset))
     return 0
 
 
