@@ -154,6 +154,8 @@ def build(
     lite_arm: LiteArmOpt = None,
     cpu: CpuOpt = None,
     no_emulation: bool = typer.Option(False, "--no-emulation", help="Skip tier C (the ARM .nb under emulation); the report says so."),
+    no_fold: bool = typer.Option(False, "--no-fold", help="Keep conv bias/BN/affine chains and decomposed hard_swish/"
+                                 "hard_sigmoid as the model has them ([build] fold = false)."),
     name: NameOpt = None,
     out: OutOpt = None,
     prune: PruneOpt = None,
@@ -169,7 +171,7 @@ def build(
                    evaluation=eval_data, labels=labels, images=images, algo=algo, name=name, out_dir=out, search_algos=search_algos,
                    max_drop=max_drop, fallback=False if no_fallback else None, cache_dir="off" if no_cache else cache_dir,
                    prune=prune, finetune=finetune, epochs=epochs, task_kind=task, emulation_runtime=lite_arm,
-                   emulation_cpu=cpu, emulation_enabled=False if no_emulation else None)
+                   emulation_cpu=cpu, emulation_enabled=False if no_emulation else None, fold=False if no_fold else None)
     _start_toolchain()
     from .pipeline import build as run_build
 

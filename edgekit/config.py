@@ -137,6 +137,7 @@ class BuildConfig:
     gates: ParityGates = field(default_factory=ParityGates)
     out_dir: Path = Path("build")
     tool_timeout: float = 600.0
+    fold: bool = True                    # [build] fold: fold conv affine chains and decomposed activations (export/fold.py)
     config_file: Path | None = None
     task: TaskConfig = field(default_factory=TaskConfig)
     prune: PruneConfig | None = None     # [prune] / --prune: prune conv filters before quantising
@@ -214,7 +215,7 @@ def _toml_layer(path: Path) -> dict:
     out.update({k: _path(base, v) for k, v in data.items()})
     if "preprocess" in raw:
         out["preprocess"] = _preprocess(raw["preprocess"], path)
-    out.update(_section(raw, "build", {"target", "precision", "out_dir", "tool_timeout"}, path))
+    out.update(_section(raw, "build", {"target", "precision", "out_dir", "tool_timeout", "fold"}, path))
     if "out_dir" in out:
         out["out_dir"] = _path(base, out["out_dir"])
     out.update(_section(raw, "quantize", {f.name for f in fields(QuantConfig)}, path))
@@ -396,9 +397,15 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
 
         make_task(task.kind, task.options)            # a bad kind or option fails here, before any stage
     return BuildConfig(model=model, data=data, target=target, precision=precision, quant=quant, gates=gates,
-                       out_dir=out_dir, tool_timeout=timeout,
+                       out_dir=out_dir, tool_timeout=timeout, fold=_flag(m.get("fold", True), "[build] fold"),
                        config_file=config_file.absolute() if config_file else None, prune=_prune(m, out_dir), task=task,
                        emulation=_emulation(m))
+
+
+def _flag(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{what} is {value!r}, not true or false", f"write {what.split()[-1]} = true or false")
+    return value
 
 
 def _emulation(m: dict) -> EmulationConfig:

@@ -44,6 +44,7 @@ def build_manifest(rec: BuildRecord) -> dict:
                       "bytes": read_header(twin.nb_file).file_bytes, "rewrites": list(twin.rewrites)},
         "source": _sources(rec),
         "onnx_import": rec.onnx_import,
+        "folding": _folding(rec.folding),
         "versions": dict(tool_versions, opt=device.opt_version, edgekit_source=versions.source_revision()),
         "config": cfg.to_json(),
         "commands": [{"equivalent": list(lm.argv), "ran": list(lm.process_argv), "inputs_sha256": lm.inputs_sha256,
@@ -114,3 +115,10 @@ def _quantization(rec: BuildRecord) -> dict:
         entry["search"] = rec.search.to_json()
         entry["data_checks"] = list(rec.data_warnings)
     return entry
+
+
+def _folding(folding):
+    """What the fold stage did (op counts by type before and after, its check), or why it did not run."""
+    if folding is None:
+        return {"applied": False, "reason": "[build] fold = false"}
+    return dict(folding)

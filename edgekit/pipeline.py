@@ -87,6 +87,10 @@ def _simulated(cfg: BuildConfig) -> bool:
     return _int8(cfg) or _weights_rounded(cfg)
 
 
+def _folding(cfg: BuildConfig) -> bool:
+    return cfg.fold
+
+
 def _emulable(cfg: BuildConfig) -> bool:
     return TARGETS[cfg.target].emulation is not None
 
@@ -99,6 +103,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("export", stages.export_factory, needs=("feeds", "evaluation"), provides=("static",), when=_factory),
     Stage("prune", stages.prune, needs=("static", "evaluation"), provides=("static", "pruned"), when=_pruning),
     Stage("reference", stages.cross_check_reference, needs=("static", "evaluation"), provides=("static",), when=_exported),
+    Stage("fold", stages.fold_graph, needs=("static", "evaluation"), provides=("static", "folding"), when=_folding),
     Stage("coverage", stages.coverage, needs=("static",)),
     Stage("quantize", stages.quantize_int8, needs=("static", "evaluation", "calibration"),
           provides=("quantized", "search", "reference"), when=_int8),

@@ -33,6 +33,7 @@ class BuildRecord:
     evaluation: EvalSet | None = None            # evaluation samples (+ task and truth), cut to [parity] max_samples
     calibration: Samples | None = None
     pruned: Any = None                           # edgekit.prune.stage.PrunedModel
+    folding: Mapping | None = None               # what the fold stage folded, and its check (or why it was not used)
     quantized: QuantizedModel | None = None      # the host's simulation of the reduced precision
     search: Any = None                           # edgekit.quantize.search.QuantSearchResult (int8)
     data_warnings: tuple[str, ...] = ()

@@ -96,6 +96,25 @@ def cross_check_reference(rec: BuildRecord) -> BuildRecord:
     return rec.with_(static=cross_check(rec.static, dict(rec.evaluation.samples.head(8).inputs)))
 
 
+def fold_graph(rec: BuildRecord) -> BuildRecord:
+    """Conv affine chains and decomposed activations folded (export/fold.py), used only if it computes the same."""
+    from .export import fold
+
+    found = fold.fold_program(rec.static, rec.work / "folded")
+    if found is None:
+        return rec.with_(folding={"applied": False, "reason": "nothing to fold"})
+    folded, report = found
+    report["check"] = fold.check(rec.static, folded, dict(rec.evaluation.samples.head(8).inputs))
+    if not report["check"]["passed"]:
+        bad = next(o for o in report["check"]["outputs"] if not o["passed"])
+        log.warning("the folded graph differs on %s (max abs %.3g, cosine %.8f): building the unfolded one",
+                    bad["output"], bad["max_abs"], bad["cosine"])
+        return rec.with_(folding=dict(report, applied=False, reason=f"check failed on {bad['output']}"))
+    log.info("folded %d conv chain(s), %s: %d -> %d ops", report["conv_chains_folded"], report["activations"],
+             report["ops"]["before"], report["ops"]["after"])
+    return rec.with_(static=folded, folding=dict(report, applied=True))
+
+
 def coverage(rec: BuildRecord) -> BuildRecord:
     """Every op has a Paddle-Lite kernel on the target (and on x86, for the twin), before anything slow runs."""
     places = TARGETS[rec.cfg.target].opt_places

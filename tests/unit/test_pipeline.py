@@ -26,8 +26,9 @@ def _names(cfg: BuildConfig) -> list[str]:
 
 
 def test_a_factory_fp32_build_for_arm64_runs_these_stages_in_this_order():
-    assert _names(_cfg()) == ["inputs", "data", "export", "coverage", "lite", "twin", "parity", "emulation", "gates",
-                              "package"]
+    assert _names(_cfg()) == ["inputs", "data", "export", "fold", "coverage", "lite", "twin", "parity", "emulation",
+                              "gates", "package"]
+    assert "fold" not in _names(_cfg(fold=False))
 
 
 def test_stages_are_chosen_by_declaration():
