@@ -102,6 +102,7 @@ class ParityGates:
     twin_min_cosine: float = 0.99999
     import_max_abs: float = 1e-4          # X2Paddle's model vs ONNX Runtime, per output, times max(1, |output|)
     import_min_cosine: float = 0.9999
+    import_max_metric_drop: float = 0.5   # with truth: task-metric points the imported model may read below ONNX Runtime
     int8_max_top1_drop: float = 1.0       # points of the task's primary metric (top-1, exact match, ...), with truth
     int8_min_cosine: float = 0.99         # when there are no labels
     golden_count: int = 8                 # samples written as golden vectors

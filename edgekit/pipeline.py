@@ -104,6 +104,8 @@ STAGES: tuple[Stage, ...] = (
     Stage("prune", stages.prune, needs=("static", "evaluation"), provides=("static", "pruned"), when=_pruning),
     Stage("reference", stages.cross_check_reference, needs=("static", "evaluation"), provides=("static",), when=_exported),
     Stage("fold", stages.fold_graph, needs=("static", "evaluation"), provides=("static", "folding"), when=_folding),
+    Stage("import-metric", stages.import_metric, needs=("static", "evaluation", "onnx_import"),
+          provides=("onnx_import", "reference"), when=_onnx),
     Stage("coverage", stages.coverage, needs=("static",)),
     Stage("quantize", stages.quantize_int8, needs=("static", "evaluation", "calibration"),
           provides=("quantized", "search", "reference"), when=_int8),

@@ -115,6 +115,32 @@ def fold_graph(rec: BuildRecord) -> BuildRecord:
     return rec.with_(static=folded, folding=dict(report, applied=True))
 
 
+def import_metric(rec: BuildRecord) -> BuildRecord:
+    """An ONNX model, judged in the task's metric: ONNX Runtime on the source .onnx vs the model every later stage
+    starts from (imported, legalised, folded), on the evaluation set. Without truth, the tensor check stands alone."""
+    from .errors import InputModelError
+    from .export.onnx_import import onnxruntime_run
+
+    evaluation = rec.evaluation
+    if not evaluation.has_truth:
+        return rec.with_(onnx_import=dict(rec.onnx_import, task_metric=None))
+    by_feed = {feed: onnx for onnx, feed in rec.aliases.items()}
+    source = onnxruntime_run(rec.cfg.model.model_file, {by_feed[k]: v for k, v in evaluation.inputs.items()})
+    reference = tiers.reference_outputs(rec.static, evaluation)
+    primary = evaluation.primary
+    theirs, ours = evaluation.evaluate(source)[primary], evaluation.evaluate(reference)[primary]
+    figures = {"metric": primary, "samples": len(evaluation), "onnxruntime": theirs, "paddle": ours,
+               "agreement": evaluation.task.agreement(reference, source), "max_drop": rec.cfg.gates.import_max_metric_drop}
+    if theirs - ours > rec.cfg.gates.import_max_metric_drop:
+        raise InputModelError(f"the imported model reads {ours:.2f} % {primary} on the evaluation set where ONNX Runtime "
+                              f"reads {theirs:.2f} % on the source .onnx (agreement {figures['agreement']:.2f} %)",
+                              "X2Paddle or a rewrite changed what the model computes: export the ONNX at opset 13-15 or "
+                              "from Paddle directly, and report the model; [parity] import_max_metric_drop sets the limit")
+    log.info("import judged in %s: ONNX Runtime %.2f %%, imported %.2f %%, agreement %.2f %%", primary, theirs, ours,
+             figures["agreement"])
+    return rec.with_(onnx_import=dict(rec.onnx_import, task_metric=figures), reference=reference)
+
+
 def coverage(rec: BuildRecord) -> BuildRecord:
     """Every op has a Paddle-Lite kernel on the target (and on x86, for the twin), before anything slow runs."""
     places = TARGETS[rec.cfg.target].opt_places

@@ -112,6 +112,7 @@ class _Builder:
         self.taken = {n for node in self.graph.node for n in (node.name, *node.input, *node.output)}
         self.taken |= {i.name for i in self.graph.initializer} | {v.name for v in self.graph.input}
         self.nodes: list = []
+        self.notes: list[str] = []
 
     def unique(self, base: str) -> str:
         base = (base or "legalised").strip("/") + "_lg"
@@ -283,7 +284,10 @@ def _softmax(node, b: _Builder, ctx: _Context) -> bool:
         return True
     axis = 1 if given is None else int(given)
     rank = ctx.rank(x)
-    if rank is not None and axis % rank == rank - 1:    # the flattened tail is the last axis alone
+    if rank is None:     # shape inference lost the rank (dynamic reshapes upstream): X2Paddle's reading is checked later
+        b.notes.append(f"{node.op_type} at {_where(node)}: rank unknown, left as X2Paddle reads it (axis {axis} alone)")
+        return False
+    if axis % rank == rank - 1:    # the flattened tail is the last axis alone
         return False
     # below opset 13, ONNX softmaxes the input flattened to 2-D at `axis`; X2Paddle softmaxes along `axis` alone
     out = b.add(node.op_type, [b.add("Flatten", [x], y, axis=axis)], y, axis=1)
@@ -363,7 +367,7 @@ def legalise(model, source_name: str = "the model") -> Legalised:
                          "into": [n.op_type for n in added], "formula": rule.formula})
     del out.graph.node[:]
     out.graph.node.extend(kept)
-    result = Legalised(out, opset, opset, rewrites)
+    result = Legalised(out, opset, opset, rewrites, list(b.notes))
     if opset is not None and opset > X2PADDLE_MAX_OPSET:
         result.model = _convert_down(out, source_name, opset)
         result.opset = X2PADDLE_MAX_OPSET

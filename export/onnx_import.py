@@ -353,6 +353,19 @@ def _onnxruntime_outputs(onnx_path: Path, draws: list[dict[str, np.ndarray]]) ->
                               "check the model with ONNX Runtime directly; give the input shapes it expects with --input") from exc
 
 
+def onnxruntime_run(onnx_path: Path, inputs: Mapping[str, np.ndarray], batch: int = 8) -> list[np.ndarray]:
+    """ONNX Runtime on the source .onnx over every sample of `inputs` (keyed by ONNX input names), in batches."""
+    import onnxruntime as ort
+
+    from edgekit.runners import run_batched
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    return run_batched(lambda chunk: [np.asarray(o) for o in session.run(None, chunk)], inputs, batch)
+
+
 def check_against_onnxruntime(model: StaticModel, onnx_path: Path, draws: list[dict[str, np.ndarray]],
                               feed_map: Mapping[str, str], fetch_map: Mapping[str, str],
                               limits: Tolerance = Tolerance(ORT_MAX_ABS, ORT_MIN_COSINE)) -> dict:

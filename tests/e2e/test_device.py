@@ -195,10 +195,11 @@ def test_injected_delay_is_a_regression_after_its_rerun_and_an_unchanged_rerun_i
     slow = json.loads((tmp_path / "slow.json").read_text())["runs"][0]
     verdict = slow["latency"]["verdict"]
     assert verdict["kind"] == "regression" and verdict["confirmed"] is True
-    assert verdict["delta_ms"] >= 35 and verdict["delta_pct"] > 100               # measured +40 ms on ~12 ms
+    # the injected 40 ms, less what load on a shared 2-core machine moves the baseline: measured +31 to +40 ms on ~12 ms
+    assert verdict["delta_ms"] >= 20 and verdict["delta_pct"] > 100
     assert [launch["label"] for launch in slow["launches"]] == ["launch-1", "launch-2", "launch-3",
                                                                 "rerun-1", "rerun-2", "rerun-3"]
-    assert slow["latency"]["rerun"]["median_ms"] - verdict["baseline_ms"] >= 35
+    assert slow["latency"]["rerun"]["median_ms"] - verdict["baseline_ms"] >= 20
     assert "EDGEKIT_RUNNER_DELAY_MS=40" in slow["launches"][0]["record"]["notes"][0]
     status, message = junit(tmp_path / "slow.xml")["latency median"]
     assert status == "failure" and "confirmed by a re-run" in message

@@ -13,7 +13,8 @@ from edgekit.export import legalize as lg
 
 
 def _model(nodes, inputs, outputs, opset, initializers=()):
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, t[0] if t else TensorProto.FLOAT, s)
+                                           for n, s, *t in inputs],
                               [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs], list(initializers))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
@@ -75,6 +76,11 @@ def test_softmax_below_13_on_a_middle_axis_is_flattened_as_onnx_means():
     assert result.rewrites[0]["into"] == ["Flatten", "Softmax", "Shape", "Reshape"] and check["passed"]
     last_axis = lg.legalise(_unary("Softmax", 11, axis=3))           # the tail is the last axis: nothing to do
     assert not last_axis.rewrites and not last_axis.changed
+    rankless = _model([helper.make_node("Reshape", ["x", "k"], ["r"]),       # a run-time shape: the rank is lost
+                       helper.make_node("Softmax", ["r"], ["y"], name="head/softmax", axis=1)],
+                      [("x", (2, 3, 4)), ("k", (2,), TensorProto.INT64)], [("y", (2, 12))], 11)
+    unknown = lg.legalise(rankless)     # (PP-OCR cls: dynamic reshapes upstream) X2Paddle's reading, checked after
+    assert not unknown.rewrites and "rank unknown" in unknown.notes[0]
 
 
 def test_softmax_13_gets_its_default_axis_written_out():
