@@ -122,11 +122,11 @@ def import_metric(rec: BuildRecord) -> BuildRecord:
     from .export.onnx_import import onnxruntime_run
 
     evaluation = rec.evaluation
+    reference = tiers.reference_outputs(rec.static, evaluation)     # tier A's reference too: computed once
     if not evaluation.has_truth:
-        return rec.with_(onnx_import=dict(rec.onnx_import, task_metric=None))
+        return rec.with_(onnx_import=dict(rec.onnx_import, task_metric=None), reference=reference)
     by_feed = {feed: onnx for onnx, feed in rec.aliases.items()}
     source = onnxruntime_run(rec.cfg.model.model_file, {by_feed[k]: v for k, v in evaluation.inputs.items()})
-    reference = tiers.reference_outputs(rec.static, evaluation)
     primary = evaluation.primary
     theirs, ours = evaluation.evaluate(source)[primary], evaluation.evaluate(reference)[primary]
     figures = {"metric": primary, "samples": len(evaluation), "onnxruntime": theirs, "paddle": ours,
