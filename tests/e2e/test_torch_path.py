@@ -120,7 +120,7 @@ def test_mobilenet_v3_small_at_opset_14_builds_to_int8_with_parity_against_pytor
     config = tmp_path / "edgekit.toml"
     # Random weights: logits up to ~25, top-2 margins ~0.01 at the 5th percentile. The twin limit is scaled to
     # that range (measured 4.1e-4, cosine 1.0). INT8 of an untrained net is not a figure of merit (whole-model
-    # avg: 67.2 % top-1 agreement with PyTorch, tier C the same), so the budget only bounds it: this test is
+    # avg: 68.8 % top-1 agreement with PyTorch, tier C the same), so the budget only bounds it: this test is
     # about the legalised graph in every tier, the INT8 accuracy tests use trained models.
     config.write_text("[parity]\ntwin_max_abs = 1e-3\nint8_max_top1_drop = 40.0\n[quantize]\nfallback = false\n")
     out = tmp_path / "out"
@@ -138,5 +138,8 @@ def test_mobilenet_v3_small_at_opset_14_builds_to_int8_with_parity_against_pytor
     assert np.max(np.abs(twin - torch_scores)) < 1e-3
     assert manifest["parity"]["passed"] and accuracy["int8 simulated"] > 60
     if manifest["emulation"].get("ran"):    # tier C: the INT8 ARM kernels compute what the simulation computes
-        assert manifest["parity"]["tiers"]["C"]["agreement_with_b"]["cosine"] > 0.999     # measured 0.99988
+        agreement = manifest["parity"]["tiers"]["C"]["agreement_with_b"]
+        # measured 0.99836 folded, 0.99988 with --no-fold: opt fuses 10 of the 19 recomposed hard_swish into the
+        # INT8 convs, which PaddleSlim's simulation does not model; every sample keeps its class
+        assert agreement["cosine"] > 0.995 and agreement["top1_agreement"] == 100.0
         assert abs(accuracy["arm64 .nb (emulated ARM)"] - accuracy["int8 simulated"]) <= 100 / 64 * 2
