@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "edgekit" / "examples"
+from common import example_flags, ocr_data
 
 
 def _build(flags: dict, config: Path | None, root: Path) -> tuple[dict, float]:
@@ -39,14 +39,8 @@ def _build(flags: dict, config: Path | None, root: Path) -> tuple[dict, float]:
 
 
 def _case(example: str, precision: str, data: Path | None, root: Path, cpu: str, samples: int | None) -> dict:
-    config, flags = None, {"precision": precision, "emulation_cpu": cpu}
-    if example != "digits":
-        from edgekit.examples.ppocr import models
-
-        config = EXAMPLES_DIR / "ppocr" / f"{example}.toml"
-        flags.update(model=str(models.model_path(example)), evaluation=data / f"{example}_eval.npz")
-        if precision == "int8":
-            flags["calibration"] = data / f"{example}_calib.npz"
+    config, flags = example_flags(example, precision, data)
+    flags["emulation_cpu"] = cpu
     if samples is not None:
         flags["emulation_max_samples"] = samples
     without, seconds_without = _build(dict(flags, emulation_enabled=False), config, root / "without")
@@ -92,12 +86,7 @@ def main() -> int:
                     "cores": os.cpu_count(), "examples": {}}
     with tempfile.TemporaryDirectory(prefix="edgekit-bench-emulation-") as scratch:
         root = Path(scratch)
-        data = args.data
-        if data is None and any(e != "digits" for e in args.examples):
-            from edgekit.examples.ppocr.make_data import make_data
-
-            data = root / "data"
-            make_data(data)
+        data = ocr_data(args.data, args.examples, root)
         for example in args.examples:
             for precision in args.precisions:
                 start = time.monotonic()

@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "edgekit" / "examples"
+from common import example_flags, ocr_data
 
 
 def _build(flags: dict, config: Path | None, root: Path) -> dict:
@@ -48,14 +48,7 @@ def _build(flags: dict, config: Path | None, root: Path) -> dict:
 
 
 def _flags(example: str, precision: str, data: Path | None, algos: list[str] | None) -> tuple[Path | None, dict]:
-    config, flags = None, {"precision": precision}
-    if example != "digits":
-        from edgekit.examples.ppocr import models
-
-        config = EXAMPLES_DIR / "ppocr" / f"{example}.toml"
-        flags.update(model=str(models.model_path(example)), evaluation=data / f"{example}_eval.npz")
-        if precision == "int8":
-            flags["calibration"] = data / f"{example}_calib.npz"
+    config, flags = example_flags(example, precision, data)
     if algos and precision == "int8":
         flags["search_algos"] = tuple(algos)
     return config, flags
@@ -73,12 +66,7 @@ def main() -> int:
     report: dict = {"target": "arm64", "python": sys.version.split()[0], "examples": {}}
     with tempfile.TemporaryDirectory(prefix="edgekit-bench-fold-") as scratch:
         root = Path(scratch)
-        data = args.data
-        if data is None and any(e != "digits" for e in args.examples):
-            from edgekit.examples.ppocr.make_data import make_data
-
-            data = root / "data"
-            make_data(data)
+        data = ocr_data(args.data, args.examples, root)
         for example in args.examples:
             rows: dict = {}
             for fold in (False, True):
