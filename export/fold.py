@@ -156,7 +156,8 @@ def _fold_conv_chains(graph: _Graph) -> int:
     folded = 0
     for conv in [op for op in graph.block.ops if op.type in CONVS]:     # chains never contain a conv: none is removed
         weight = graph.value(conv.input("Filter")[0])
-        if weight is None or weight.ndim != 4:
+        layout = conv.attr("data_format") if conv.has_attr("data_format") else "NCHW"
+        if weight is None or weight.ndim != 4 or layout not in ("NCHW", "AnyLayout"):
             continue
         channels = weight.shape[0]
         a, c = np.ones(channels), np.zeros(channels)
