@@ -1,9 +1,11 @@
 // A minimal test harness: EK_TEST registers a case named "suite.name"; checks
-// throw on failure; main.cc runs the cases whose suite is named on the command
+// throw on failure; run_cases runs the cases whose suite is named on the command
 // line (all by default). No third-party framework, so it builds for any target.
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -71,6 +73,31 @@ inline void expect_error(const char* file, int line, const std::function<void()>
     return;
   }
   fail(file, line, std::string("expected an edgekit::Error (") + exit_code_name(code) + ")");
+}
+
+// Runs the registered cases whose suite is in `suites` (all when empty), one "ok"/"FAIL" line each; 0 when all
+// passed and at least one ran.
+inline int run_cases(const std::vector<std::string>& suites) {
+  int failed = 0, ran = 0;
+  for (const auto& c : registry()) {
+    bool wanted = suites.empty();
+    for (const auto& s : suites) wanted = wanted || c.name.rfind(s + ".", 0) == 0;
+    if (!wanted) continue;
+    ++ran;
+    try {
+      c.fn();
+      std::printf("ok   %s\n", c.name.c_str());
+    } catch (const Failure& f) {
+      ++failed;
+      std::printf("FAIL %s\n     %s\n", c.name.c_str(), f.message.c_str());
+    } catch (const std::exception& e) {
+      ++failed;
+      std::printf("FAIL %s\n     unexpected exception: %s\n", c.name.c_str(), e.what());
+    }
+  }
+  std::printf("%d of %d passed\n", ran - failed, ran);
+  if (ran == 0) std::printf("no test matched\n");
+  return failed == 0 && ran > 0 ? 0 : 1;
 }
 
 }  // namespace test

@@ -24,29 +24,6 @@ namespace {
 
 using namespace edgekit;
 
-int run_cases(const std::vector<std::string>& suites) {
-  int failed = 0, ran = 0;
-  for (const auto& c : test::registry()) {
-    bool wanted = suites.empty();
-    for (const auto& s : suites) wanted = wanted || c.name.rfind(s + ".", 0) == 0;
-    if (!wanted) continue;
-    ++ran;
-    try {
-      c.fn();
-      std::printf("ok   %s\n", c.name.c_str());
-    } catch (const test::Failure& f) {
-      ++failed;
-      std::printf("FAIL %s\n     %s\n", c.name.c_str(), f.message.c_str());
-    } catch (const std::exception& e) {
-      ++failed;
-      std::printf("FAIL %s\n     unexpected exception: %s\n", c.name.c_str(), e.what());
-    }
-  }
-  std::printf("%d of %d passed\n", ran - failed, ran);
-  if (ran == 0) std::printf("no test matched\n");
-  return failed == 0 && ran > 0 ? 0 : 1;
-}
-
 Json describe(const Array& a) {
   Json out = Json::object();
   out.set("dtype", dtype_name(a.dtype));
@@ -125,5 +102,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "edgekit-core-tests: error: %s\n", e.line().c_str());
     return static_cast<int>(e.code());
   }
-  return run_cases(args);
+  return test::run_cases(args);
 }

@@ -24,28 +24,6 @@ namespace {
 
 using namespace edgekit;
 
-int run_cases(const std::vector<std::string>& suites) {
-  int failed = 0, ran = 0;
-  for (const auto& c : test::registry()) {
-    bool wanted = suites.empty();
-    for (const auto& s : suites) wanted = wanted || c.name.rfind(s + ".", 0) == 0;
-    if (!wanted) continue;
-    ++ran;
-    try {
-      c.fn();
-      std::printf("ok   %s\n", c.name.c_str());
-    } catch (const test::Failure& f) {
-      ++failed;
-      std::printf("FAIL %s\n     %s\n", c.name.c_str(), f.message.c_str());
-    } catch (const std::exception& e) {
-      ++failed;
-      std::printf("FAIL %s\n     unexpected exception: %s\n", c.name.c_str(), e.what());
-    }
-  }
-  std::printf("%d of %d passed\n", ran - failed, ran);
-  return failed == 0 && ran > 0 ? 0 : 1;
-}
-
 Box box_of(const Json& j) { return {j.at(0).as_number(), j.at(1).as_number(), j.at(2).as_number(), j.at(3).as_number()}; }
 
 // {"sort": [[box, ...], ...], "crop": [{"box", "height", "width"}], "scale": [{"boxes", "sx", "sy"}]}
@@ -97,5 +75,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "edgekit-app-tests: error: %s\n", e.line().c_str());
     return static_cast<int>(e.code());
   }
-  return run_cases(args);
+  return test::run_cases(args);
 }
