@@ -162,7 +162,7 @@ def quantize_int8(rec: BuildRecord) -> BuildRecord:
     cfg, q, evaluation = rec.cfg, rec.cfg.quant, rec.evaluation
     plan = SearchPlan(tiers.precision_budget(cfg, evaluation), q.search_algos or (q.algo,), q.fallback,
                       q.max_float_fraction, q.sensitivity_method, q.sensitivity_samples, q.analyse_layers)
-    judge = Evaluator.for_model(rec.static, evaluation)
+    judge = Evaluator.for_model(rec.static, evaluation, reference=rec.reference)   # import-metric's, for ONNX models
     search = quantize_to_budget(rec.static, rec.calibration, evaluation.samples, q, plan, _folder(rec, "quant"),
                                 q.cache_dir, evaluator=judge)
     warnings = check_calibration(rec.calibration.inputs, evaluation.inputs if cfg.data.evaluation else None,

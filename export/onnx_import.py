@@ -38,7 +38,7 @@ from edgekit.config import InputSpec
 from edgekit.errors import ConfigError, ExportError, InputModelError, ToolError
 from edgekit.parity import Tolerance, differences, output_scale
 
-from . import legalize
+from . import legalize, onnxrt
 from . import program as prog
 
 log = logging.getLogger(__name__)
@@ -340,13 +340,8 @@ def _probe_inputs(model, fixed_inputs: Mapping[str, tuple[int, ...]], probe_shap
 
 
 def _onnxruntime_outputs(onnx_path: Path, draws: list[dict[str, np.ndarray]]) -> list[list[np.ndarray]]:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC   # semantics-preserving rewrites only
     try:
-        session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        session = onnxrt.session(onnx_path)
         return [[np.asarray(o) for o in session.run(None, draw)] for draw in draws]
     except Exception as exc:  # onnxruntime raises its own Fail/InvalidArgument/RuntimeException types
         raise InputModelError(f"ONNX Runtime cannot run {onnx_path.name} on the probe inputs: {_first_line(exc)}",
@@ -355,14 +350,9 @@ def _onnxruntime_outputs(onnx_path: Path, draws: list[dict[str, np.ndarray]]) ->
 
 def onnxruntime_run(onnx_path: Path, inputs: Mapping[str, np.ndarray], batch: int = 8) -> list[np.ndarray]:
     """ONNX Runtime on the source .onnx over every sample of `inputs` (keyed by ONNX input names), in batches."""
-    import onnxruntime as ort
-
     from edgekit.runners import run_batched
 
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    session = onnxrt.session(onnx_path)
     return run_batched(lambda chunk: [np.asarray(o) for o in session.run(None, chunk)], inputs, batch)
 
 

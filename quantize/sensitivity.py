@@ -98,9 +98,11 @@ class Evaluator:
         self.reference_task = evaluation.task.score(self.reference, evaluation.truth) if evaluation.has_truth else None
 
     @classmethod
-    def for_model(cls, static: StaticModel, evaluation: EvalSet, runner=None) -> "Evaluator":
+    def for_model(cls, static: StaticModel, evaluation: EvalSet, runner=None,
+                  reference: Sequence[np.ndarray] | None = None) -> "Evaluator":
+        """`reference`: the FP32 outputs of `static` on `evaluation` when an earlier stage computed them already."""
         runner = runner or _static_runner
-        return cls(runner(static).run(evaluation.inputs), evaluation, runner)
+        return cls(runner(static).run(evaluation.inputs) if reference is None else reference, evaluation, runner)
 
     @property
     def samples(self) -> Samples:

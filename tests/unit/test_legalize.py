@@ -65,7 +65,7 @@ def test_layernorm_rewrite_matches_onnxruntime(axis, bias, opset):
     result, check = _legal_and_checked(model, (2, 4, 5))
     assert check["passed"] and check["rewritten_max_abs"] < 1e-5
     assert result.opset == (15 if opset > 15 else opset)
-    if opset >= 18:            # the ReduceMeans the rewrite wrote with axes inputs are attributes at opset 15
+    if opset >= 18:            # the graph is at opset 15: every ReduceMean takes its axes as an attribute
         means = [n for n in result.model.graph.node if n.op_type == "ReduceMean"]
         assert means and all(len(n.input) == 1 and any(a.name == "axes" for a in n.attribute) for n in means)
 
