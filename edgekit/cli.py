@@ -47,8 +47,10 @@ CPU_HELP = ("CPU profile for tier C (which INT8 kernels Paddle-Lite picks): "
 
 # Options shared by several commands: defined once, so their names and help stay the same everywhere.
 ModelOpt = Annotated[Optional[str], typer.Option(
-    "--model", "-m", help="Model: a .pdmodel file, a folder holding an exported inference model, an .onnx file (converted "
-    "with X2Paddle, checked against ONNX Runtime), or package.module:factory returning a paddle.nn.Layer. "
+    "--model", "-m", help="Model: a .pdmodel file, a folder holding an exported inference model, a Paddle 3 PIR program "
+    "(inference.json, or a PaddleOCR/PaddleX model folder holding one; translated to a legacy program and checked against "
+    "Paddle 3's own inference), an .onnx file (converted with X2Paddle, checked against ONNX Runtime), or "
+    "package.module:factory returning a paddle.nn.Layer (see --paddle). "
     "Default: [model] of --config, else ./edgekit.toml, else the bundled digits example.")]
 ConfigOpt = Annotated[Optional[Path], typer.Option(
     "--config", "-c", help="edgekit.toml with [model], [data], [preprocess], [build], [quantize], [parity], [prune], "
@@ -131,6 +133,9 @@ def build(
     quant: Optional[Precision] = typer.Option(None, "--quant", "-q", help=QUANT_HELP + " Default fp32."),
     weights: WeightsOpt = None,
     params: ParamsOpt = None,
+    paddle_major: Optional[int] = typer.Option(None, "--paddle", help="The Paddle major version a factory model's code "
+                                               "is written for: 2 (exported here with Paddle 2.6) or 3 (exported by "
+                                               "Paddle 3 as PIR, then translated). Default 2; [model] paddle."),
     inputs: InputsOpt = [],
     calib: Optional[Path] = typer.Option(None, "--calib", help="Calibration data for int8: an image folder (uses [preprocess]) or .npz/.npy."),
     eval_data: EvalOpt = None,
@@ -167,7 +172,7 @@ def build(
     """Export, (prune,) quantise, convert to .nb, verify parity on the host (tiers A, B, C), and write the bundle."""
     _setup_logging(verbose, quiet)
     cfg = _resolve(config, inputs, model=model, target=target.value if target else None,
-                   precision=quant.value if quant else None, weights=weights, params_file=params, calibration=calib,
+                   precision=quant.value if quant else None, weights=weights, params_file=params, paddle=paddle_major, calibration=calib,
                    evaluation=eval_data, labels=labels, images=images, algo=algo, name=name, out_dir=out, search_algos=search_algos,
                    max_drop=max_drop, fallback=False if no_fallback else None, cache_dir="off" if no_cache else cache_dir,
                    prune=prune, finetune=finetune, epochs=epochs, task_kind=task, emulation_runtime=lite_arm,

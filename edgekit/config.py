@@ -69,6 +69,7 @@ class ModelConfig:
     model_file: Path | None = None        # exported .pdmodel, or a folder holding one
     params_file: Path | None = None
     inputs: tuple[InputSpec, ...] = ()
+    paddle: int = 2                       # the Paddle major version a factory's code is written for (2 or 3)
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,7 @@ def _toml_layer(path: Path) -> dict:
                           f"sections are {', '.join(SECTIONS)}")
     base = path.parent.resolve()
     out: dict[str, Any] = {}
-    model = _section(raw, "model", {"name", "factory", "weights", "model_file", "params_file", "inputs"}, path)
+    model = _section(raw, "model", {"name", "factory", "weights", "model_file", "params_file", "inputs", "paddle"}, path)
     for key in ("weights", "model_file", "params_file"):
         if key in model:
             out[key] = _path(base, model.pop(key))
@@ -350,9 +351,16 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
     name = m.get("name") or _default_name(m)
     if not re.fullmatch(r"[\w.-]+", name):
         raise ConfigError(f"model name {name!r} is not usable as a folder name", "use letters, digits, '.', '-' and '_'")
+    paddle_major = m.get("paddle", 2)
+    if paddle_major not in (2, 3) or isinstance(paddle_major, bool):
+        raise ConfigError(f"[model] paddle = {paddle_major!r} (--paddle) is not 2 or 3",
+                          "give the Paddle major version the factory's code is written for: 2 or 3")
+    if paddle_major == 3 and not m.get("factory"):
+        raise ConfigError("--paddle 3 / [model] paddle applies to factory models only",
+                          "leave it out: an exported model's format says which Paddle wrote it")
     model = ModelConfig(name=name, factory=m.get("factory"), weights=m.get("weights"),
                         model_file=m.get("model_file"), params_file=m.get("params_file"),
-                        inputs=tuple(m.get("inputs") or ()))
+                        inputs=tuple(m.get("inputs") or ()), paddle=int(paddle_major))
     data = DataConfig(m.get("calibration"), m.get("evaluation"), m.get("labels"), m.get("preprocess"), m.get("images"))
     precision = _enum(Precision, m.get("precision", "fp32"), "precision (--quant / EDGEKIT_QUANT / [build] precision)")
     target = _enum(Target, m.get("target", "arm64"), "target (--target / EDGEKIT_TARGET / [build] target)")
@@ -397,10 +405,24 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
         from .tasks import make_task
 
         make_task(task.kind, task.options)            # a bad kind or option fails here, before any stage
+    prune = _prune(m, out_dir)
+    if prune is not None and is_paddle3_source(model):
+        raise ConfigError("pruning a Paddle 3 model is not supported yet: every tier is checked against Paddle 3's "
+                          "inference of the unpruned source", "prune the model in Paddle 3 (e.g. with PaddleSlim 3) "
+                          "and build the pruned export, or build without --prune")
     return BuildConfig(model=model, data=data, target=target, precision=precision, quant=quant, gates=gates,
                        out_dir=out_dir, tool_timeout=timeout, fold=_flag(m.get("fold", True), "[build] fold"),
-                       config_file=config_file.absolute() if config_file else None, prune=_prune(m, out_dir), task=task,
+                       config_file=config_file.absolute() if config_file else None, prune=prune, task=task,
                        emulation=_emulation(m))
+
+
+def is_paddle3_source(model: ModelConfig) -> bool:
+    """A factory written for Paddle 3, or a PIR program (.json, or a folder holding one and no .pdmodel)."""
+    if model.factory is not None:
+        return model.paddle == 3
+    from .export.pir import is_pir_program
+
+    return model.model_file is not None and is_pir_program(model.model_file)
 
 
 def _flag(value: Any, what: str) -> bool:

@@ -14,13 +14,20 @@ from .tables import TARGETS, Precision
 
 
 def factory_source(factory: str) -> dict:
-    """The file that defines the model class: a build is only reproducible with the same code."""
-    import importlib
-    import inspect
+    """The file that defines the model class: a build is only reproducible with the same code. Found, not imported:
+    a factory written for Paddle 3 may not import under this environment's Paddle 2.6."""
+    import importlib.util
+    import sys
 
-    module = importlib.import_module(factory.split(":")[0])
-    path = inspect.getsourcefile(module)
-    return {"spec": factory, "path": path, "sha256": sha256_file(Path(path)) if path else None}
+    cwd = str(Path.cwd())
+    if cwd not in sys.path and "" not in sys.path:   # as edgekit.imports does: the working directory is importable
+        sys.path.append(cwd)
+    try:
+        spec = importlib.util.find_spec(factory.split(":")[0])
+    except (ImportError, ValueError):
+        spec = None
+    path = spec.origin if spec is not None and spec.origin not in (None, "built-in", "frozen") else None
+    return {"spec": factory, "path": path, "sha256": sha256_file(Path(path)) if path and Path(path).is_file() else None}
 
 
 def build_manifest(rec: BuildRecord) -> dict:
@@ -44,6 +51,7 @@ def build_manifest(rec: BuildRecord) -> dict:
                       "bytes": read_header(twin.nb_file).file_bytes, "rewrites": list(twin.rewrites)},
         "source": _sources(rec),
         "onnx_import": rec.onnx_import,
+        "paddle3": rec.paddle3,
         "folding": _folding(rec.folding),
         "versions": dict(tool_versions, opt=device.opt_version, edgekit_source=versions.source_revision()),
         "config": cfg.to_json(),
@@ -86,6 +94,8 @@ def _sources(rec: BuildRecord) -> dict:
                                     "sha256": sha256_file(given.params_file)}
     if rec.onnx_import:
         found["onnx"] = {k: rec.onnx_import["source"][k] for k in ("path", "sha256")}
+    if rec.paddle3 and "source" in rec.paddle3 and cfg.model.factory is None:
+        found["pir_program"] = dict(rec.paddle3["source"])
     return found
 
 

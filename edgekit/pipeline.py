@@ -7,7 +7,8 @@ a configuration needs and refuses an order in which a stage would run before wha
 needs is provided, before anything runs; `run_stages` runs them and times each.
 Adding a stage is one function plus one line in `STAGES`.
 
-    model in (inputs | load | import) -> data -> export -> prune -> reference -> coverage
+    model in (inputs | load | import | load-pir) -> data -> export | export-paddle3 -> paddle3-reference -> prune
+    -> reference -> fold -> import-metric -> coverage
     -> quantize | simulate -> lite -> twin -> parity (A) -> simulation (B) -> emulation (C)
     -> gates -> prune-report -> package
 """
@@ -24,7 +25,7 @@ from typing import Callable, Sequence
 
 from . import atomic, stages
 from .bundle import Bundle
-from .config import BuildConfig
+from .config import BuildConfig, is_paddle3_source
 from .errors import BundleError, EdgekitError
 from .parity import ParityReport
 from .record import BuildRecord
@@ -62,12 +63,28 @@ def _factory(cfg: BuildConfig) -> bool:
     return cfg.model.factory is not None
 
 
+def _factory2(cfg: BuildConfig) -> bool:
+    return _factory(cfg) and cfg.model.paddle == 2
+
+
+def _factory3(cfg: BuildConfig) -> bool:
+    return _factory(cfg) and cfg.model.paddle == 3
+
+
 def _onnx(cfg: BuildConfig) -> bool:
     return cfg.model.model_file is not None and cfg.model.model_file.suffix.lower() == ".onnx"
 
 
+def _pir(cfg: BuildConfig) -> bool:
+    return not _factory(cfg) and not _onnx(cfg) and is_paddle3_source(cfg.model)
+
+
+def _paddle3(cfg: BuildConfig) -> bool:
+    return is_paddle3_source(cfg.model)
+
+
 def _exported(cfg: BuildConfig) -> bool:
-    return not _factory(cfg) and not _onnx(cfg)
+    return not _factory(cfg) and not _onnx(cfg) and not _pir(cfg)
 
 
 def _pruning(cfg: BuildConfig) -> bool:
@@ -99,8 +116,13 @@ STAGES: tuple[Stage, ...] = (
     Stage("inputs", stages.factory_inputs, provides=("feeds",), when=_factory),
     Stage("load", stages.load_exported, provides=("static", "feeds"), when=_exported),
     Stage("import", stages.import_onnx, provides=("static", "feeds", "onnx_import"), when=_onnx),
+    Stage("load-pir", stages.load_pir, provides=("static", "feeds", "paddle3"), when=_pir),
     Stage("data", stages.read_data, needs=("feeds",), provides=("evaluation",)),
-    Stage("export", stages.export_factory, needs=("feeds", "evaluation"), provides=("static",), when=_factory),
+    Stage("export", stages.export_factory, needs=("feeds", "evaluation"), provides=("static",), when=_factory2),
+    Stage("export-paddle3", stages.export_paddle3, needs=("feeds", "evaluation"), provides=("static", "paddle3"),
+          when=_factory3),
+    Stage("paddle3-reference", stages.paddle3_reference, needs=("static", "evaluation", "paddle3"),
+          provides=("reference", "paddle3"), when=_paddle3),
     Stage("prune", stages.prune, needs=("static", "evaluation"), provides=("static", "pruned"), when=_pruning),
     Stage("reference", stages.cross_check_reference, needs=("static", "evaluation"), provides=("static",), when=_exported),
     Stage("fold", stages.fold_graph, needs=("static", "evaluation"), provides=("static", "folding"), when=_folding),

@@ -30,6 +30,7 @@ class BuildRecord:
     feeds: tuple[InputSpec, ...] = ()            # the program's inputs (a factory's: its input specs)
     static: StaticModel | None = None            # the FP32 program every later stage starts from
     onnx_import: Mapping | None = None           # the ONNX import report (names, feeds, ONNX Runtime check)
+    paddle3: Mapping | None = None               # a Paddle 3 source: the PIR translation, its check against Paddle 3
     evaluation: EvalSet | None = None            # evaluation samples (+ task and truth), cut to [parity] max_samples
     calibration: Samples | None = None
     pruned: Any = None                           # edgekit.prune.stage.PrunedModel

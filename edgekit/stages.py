@@ -53,6 +53,14 @@ def import_onnx(rec: BuildRecord) -> BuildRecord:
     return rec.with_(static=static, feeds=static.feeds, onnx_import=report)
 
 
+def load_pir(rec: BuildRecord) -> BuildRecord:
+    """A Paddle 3 PIR program: described by Paddle 3, translated into a legacy program (checked in `paddle3_reference`)."""
+    from .export.pir import load_pir as translate
+
+    static, report = translate(rec.cfg.model, _folder(rec, "export"), rec.cfg.tool_timeout)
+    return rec.with_(static=static, feeds=static.feeds, paddle3=report)
+
+
 def read_data(rec: BuildRecord) -> BuildRecord:
     """Evaluation and calibration data, read and preprocessed once for every later stage."""
     cfg = rec.cfg
@@ -71,6 +79,33 @@ def export_factory(rec: BuildRecord) -> BuildRecord:
     probe = rec.evaluation.samples if cfg.data.evaluation else synthetic(rec.feeds, 4)
     static = export_dygraph(cfg.model, _folder(rec, "export"), dict(probe.head(8).inputs))
     return rec.with_(static=static)
+
+
+def export_paddle3(rec: BuildRecord) -> BuildRecord:
+    """A factory written for Paddle 3: exported by Paddle 3 as PIR (checked against the dynamic model there), translated."""
+    from .export.pir import export_paddle3_factory
+
+    cfg = rec.cfg
+    probe = rec.evaluation.samples if cfg.data.evaluation else synthetic(rec.feeds, 4)
+    static, report = export_paddle3_factory(cfg.model, _folder(rec, "export"), dict(probe.head(8).inputs), cfg.tool_timeout)
+    return rec.with_(static=static, paddle3=report)
+
+
+def paddle3_reference(rec: BuildRecord) -> BuildRecord:
+    """Paddle 3's own inference of the source program on the evaluation set: every tier's reference. The translated
+    program must compute the same (and, with truth, read the same in the task's metric)."""
+    from .export.pir import reference
+
+    evaluation = rec.evaluation
+    outputs, check = reference(rec.static, rec.paddle3, dict(evaluation.inputs), rec.work / "paddle3-reference",
+                               rec.cfg.tool_timeout)
+    figures = None
+    if evaluation.has_truth:
+        ours = tiers.reference_outputs(rec.static, evaluation)
+        primary = evaluation.primary
+        figures = {"metric": primary, "samples": len(evaluation), "paddle3": evaluation.evaluate(outputs)[primary],
+                   "translated": evaluation.evaluate(ours)[primary], "agreement": evaluation.task.agreement(ours, outputs)}
+    return rec.with_(reference=tuple(outputs), paddle3=dict(rec.paddle3, check=check, task_metric=figures))
 
 
 def prune(rec: BuildRecord) -> BuildRecord:
@@ -185,16 +220,15 @@ def simulate_weights(rec: BuildRecord) -> BuildRecord:
 
 def convert_target(rec: BuildRecord) -> BuildRecord:
     from . import lite
-    from .lite.rewrite import flatten_to_reshape
+    from .lite.rewrite import lite_safe
     from .tables import PRECISIONS
 
     cfg, places = rec.cfg, TARGETS[rec.cfg.target].opt_places
     info = PRECISIONS[cfg.precision]
     model = rec.quantized.model if cfg.precision is Precision.int8 else rec.static
-    rewrites: tuple[dict, ...] = ()
-    if places == "x86":   # opt crashes on flatten_contiguous_range for x86
-        model, rewrite = flatten_to_reshape(model, rec.work / "rewrite-target", dict(rec.evaluation.samples.head(4).inputs))
-        rewrites = (rewrite,) if rewrite else ()
+    # opt folds a scale after a conv-fused activation wrongly, and crashes on flatten_contiguous_range for x86
+    model, rewrites = lite_safe(model, rec.work / "rewrite-target", dict(rec.evaluation.samples.head(4).inputs),
+                                x86=places == "x86")
     device = lite.convert(model, places, rec.staging / "model.nb", timeout=cfg.tool_timeout, target=cfg.target.value,
                           precision=cfg.precision.value, rewrites=rewrites, fp16=info.opt_fp16,
                           weight_quant=info.opt_weight_quant)
@@ -206,14 +240,14 @@ def convert_target(rec: BuildRecord) -> BuildRecord:
 def convert_twin(rec: BuildRecord) -> BuildRecord:
     """The FP32 x86 twin of model.nb (tier A); an FP32 x86 build is its own twin."""
     from . import lite
-    from .lite.rewrite import flatten_to_reshape
+    from .lite.rewrite import lite_safe
 
     if TARGETS[rec.cfg.target].opt_places == "x86" and rec.quantized is None:
         return rec.with_(twin=rec.device)
     (rec.staging / "host").mkdir()
-    model, rewrite = flatten_to_reshape(rec.static, rec.work / "rewrite-twin", dict(rec.evaluation.samples.head(4).inputs))
+    model, rewrites = lite_safe(rec.static, rec.work / "rewrite-twin", dict(rec.evaluation.samples.head(4).inputs), x86=True)
     twin = lite.convert(model, "x86", rec.staging / "host" / "model_x86.nb", timeout=rec.cfg.tool_timeout,
-                        target="x86", precision="fp32", rewrites=(rewrite,) if rewrite else ())
+                        target="x86", precision="fp32", rewrites=rewrites)
     return rec.with_(twin=twin)
 
 

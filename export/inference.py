@@ -13,6 +13,7 @@ from edgekit.config import InputSpec, ModelConfig
 from edgekit.errors import InputModelError, ParityError
 from edgekit.parity import differences, output_scale, worst_max_abs
 
+from . import legacy3
 from . import program as prog
 from .runner import StaticRunner, run_paddle_inference
 
@@ -46,6 +47,7 @@ def load_inference(cfg: ModelConfig, out_dir: Path) -> StaticModel:
     """Copy/normalise the model into `out_dir/model.pdmodel` + `model.pdiparams`."""
     model_file, params_file, separate = prog.locate(cfg.model_file, cfg.params_file)
     program = prog.parse_program(model_file)   # readable at all?
+    written_by = legacy3.program_version(model_file.read_bytes())
     target = out_dir / "model"
     if separate:
         import paddle
@@ -70,11 +72,15 @@ def load_inference(cfg: ModelConfig, out_dir: Path) -> StaticModel:
             shutil.copyfile(params_file, target.with_suffix(".pdiparams"))
         else:
             target.with_suffix(".pdiparams").write_bytes(b"")
+    dropped = legacy3.drop_unknown_slots(target.with_suffix(".pdmodel"), written_by)
+    if dropped:
+        program = prog.parse_program(target.with_suffix(".pdmodel"))
     feeds, fetches = prog.feeds_and_fetches(program)
     if not feeds or not fetches:
         raise InputModelError(f"{model_file} has no feed or fetch ops", "save it with paddle.jit.save or save_inference_model")
+    check = {"written_by_program_version": written_by, "slots_dropped": dropped} if dropped else {}
     return StaticModel(target.with_suffix(".pdmodel"), target.with_suffix(".pdiparams"), _merge_specs(feeds, cfg.inputs),
-                       tuple(fetches), "inference", prog.op_types(program))
+                       tuple(fetches), "inference", prog.op_types(program), check=check)
 
 
 def cross_check(model: StaticModel, samples: dict[str, np.ndarray]) -> StaticModel:
@@ -90,7 +96,7 @@ def cross_check(model: StaticModel, samples: dict[str, np.ndarray]) -> StaticMod
         raise InputModelError(f"the static executor and Paddle Inference disagree on this model by {worst:.3g}",
                               "the reference cannot be trusted: report the model; try re-exporting it with Paddle 2.6")
     log.info("reference check: Executor vs Paddle Inference (no IR passes) max abs %.3g", worst)
-    check = {"engine": "paddle.static.Executor vs Paddle Inference (IR passes off)", "max_abs": worst,
+    check = {**model.check, "engine": "paddle.static.Executor vs Paddle Inference (IR passes off)", "max_abs": worst,
              "samples": int(len(next(iter(samples.values()))))}
     return StaticModel(model.model_file, model.params_file, model.feeds, model.fetches, model.origin, model.op_types,
                        model.sources, check)

@@ -1,6 +1,6 @@
-"""Program rewrites that let opt 2.13rc0 convert models it would otherwise crash on.
+"""Program rewrites that let opt 2.13rc0 convert models it would otherwise crash on or get wrong.
 
-opt segfaults on Paddle 2.6 exports containing `flatten_contiguous_range` for
+`lite_safe` applies them all before every conversion. opt segfaults on Paddle 2.6 exports containing `flatten_contiguous_range` for
 x86 (docs/toolchain.md: Lite's op expects an `XShape` output that Paddle 2.6 no longer
 writes). `reshape2` with shape `[0]*start + [-1] + [0]*(ndim-stop-1)` computes
 the same tensor, so the x86 twin is built from a program where every flatten is
@@ -48,17 +48,97 @@ def flatten_to_reshape(model: StaticModel, out_dir: Path, samples: dict[str, np.
             index += 1
     if not replaced:
         return model, None
+    rewritten = _save(program, model, out_dir)
+    worst = _check(model, rewritten, samples, "the flatten->reshape2 rewrite")
+    return rewritten, {"rewrite": "flatten_contiguous_range -> reshape2", "ops": replaced, "max_abs": worst,
+                       "reason": "paddle_lite_opt 2.13rc0 crashes on flatten_contiguous_range for x86"}
+
+
+# Activations Paddle-Lite 2.13 fuses into a preceding conv (conv_activation_fuse_pass and its kin).
+CONV_FUSED_ACTIVATIONS = ("relu", "relu6", "leaky_relu", "hard_swish", "hard_sigmoid", "sigmoid", "tanh", "swish",
+                          "abs", "prelu", "silu", "gelu", "elu")
+
+
+def scale_after_activation(model: StaticModel, out_dir: Path,
+                           samples: dict[str, np.ndarray]) -> tuple[StaticModel, dict | None]:
+    """`act -> scale` becomes `act -> elementwise_mul/elementwise_add` by constants.
+
+    opt 2.13rc0 fuses an activation into the conv before it, and then a following `scale`
+    into the same conv's weights and bias (`ConvScaleFuser` does not check that the conv
+    already carries an activation): `scale(act(conv(x)))` becomes `act(scale(conv(x)))`, a
+    silently wrong model (conv-BN-hard_swish-scale: max abs 1.18 against Paddle). Lite fuses
+    no elementwise op after an activation, so the same arithmetic written that way is kept.
+    """
+    program = prog.parse_program(model.model_file)
+    replaced = 0
+    for block in program.blocks:
+        producers = {name: op.type for op in block.ops for name in op.output_arg_names}
+        index = 0
+        while index < len(block.ops):
+            op = block.ops[index]
+            if op.type != "scale" or op.input("ScaleTensor") or producers.get(op.input("X")[0]) not in CONV_FUSED_ACTIVATIONS:
+                index += 1
+                continue
+            index = _replace_scale(block, index, op)
+            replaced += 1
+    if not replaced:
+        return model, None
+    rewritten = _save(program, model, out_dir)
+    worst = _check(model, rewritten, samples, "the scale -> elementwise rewrite")
+    return rewritten, {"rewrite": "scale after a conv-fused activation -> elementwise_mul/elementwise_add", "ops": replaced,
+                       "max_abs": worst, "reason": "paddle_lite_opt 2.13rc0 folds such a scale into the conv before the "
+                       "activation (ConvScaleFuser), which changes what the model computes"}
+
+
+def _replace_scale(block, index: int, op) -> int:
+    """Insert the equivalent elementwise ops at `index`, remove the scale; returns the index after them."""
+    x_var, out_var = block.var(op.input("X")[0]), block.var(op.output("Out")[0])
+    a, b, after = float(op.attr("scale")), float(op.attr("bias")), bool(op.attr("bias_after_scale"))
+    steps = ([("elementwise_mul", a)] if a != 1.0 else []) + ([("elementwise_add", b if after else b * a)] if b != 0.0 else [])
+    if not steps:   # scale(1, 0): an identity, written as x * 1 so the output variable keeps its producer
+        steps = [("elementwise_mul", 1.0)]
+    current = x_var
+    for position, (kind, value) in enumerate(steps):
+        const = block.create_var(name=f"{out_var.name}.edgekit_{kind}_c", shape=[1], dtype=x_var.dtype, stop_gradient=True)
+        block._insert_op(index, type="fill_constant", outputs={"Out": [const]},
+                         attrs={"shape": [1], "value": value, "dtype": x_var.dtype, "str_value": ""})
+        last = position == len(steps) - 1
+        target = out_var if last else block.create_var(name=f"{out_var.name}.edgekit_{kind}", shape=out_var.shape,
+                                                        dtype=x_var.dtype, stop_gradient=True)
+        block._insert_op(index + 1, type=kind, inputs={"X": [current], "Y": [const]}, outputs={"Out": [target]},
+                         attrs={"axis": -1})
+        current, index = target, index + 2
+    block._remove_op(index)
+    return index
+
+
+def _save(program, model: StaticModel, out_dir: Path) -> StaticModel:
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / "model.pdmodel"
     target.write_bytes(program.desc.serialize_to_string())
     shutil.copyfile(model.params_file, out_dir / "model.pdiparams")
-    rewritten = StaticModel(target, out_dir / "model.pdiparams", model.feeds, model.fetches, model.origin,
-                            prog.op_types(program), model.sources, model.check)
+    return StaticModel(target, out_dir / "model.pdiparams", model.feeds, model.fetches, model.origin,
+                       prog.op_types(program), model.sources, model.check)
+
+
+def _check(model: StaticModel, rewritten: StaticModel, samples: dict[str, np.ndarray], what: str) -> float:
     before = StaticRunner(model).run(samples)
     after = StaticRunner(rewritten).run(samples)
     worst = worst_max_abs(differences(before, after, model.fetches))
-    if not np.isfinite(worst) or worst > REWRITE_MAX_ABS:
-        raise ConversionError(f"the flatten->reshape2 rewrite changed the outputs by {worst:.3g}",
-                              "report the model with this message: the x86 twin cannot be built safely")
-    return rewritten, {"rewrite": "flatten_contiguous_range -> reshape2", "ops": replaced, "max_abs": worst,
-                       "reason": "paddle_lite_opt 2.13rc0 crashes on flatten_contiguous_range for x86"}
+    if not np.isfinite(worst) or worst > REWRITE_MAX_ABS * max(1.0, float(max(np.abs(b).max() for b in before if b.size))):
+        raise ConversionError(f"{what} changed the outputs by {worst:.3g}",
+                              "report the model with this message: it cannot be converted safely")
+    return worst
+
+
+def lite_safe(model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray], x86: bool) -> tuple[StaticModel, tuple[dict, ...]]:
+    """Every rewrite the program needs before opt: the scale trap always, the flatten crash for x86."""
+    done = []
+    model, rewrite = scale_after_activation(model, out_dir / "scale", samples)
+    if rewrite:
+        done.append(rewrite)
+    if x86:
+        model, rewrite = flatten_to_reshape(model, out_dir / "flatten", samples)
+        if rewrite:
+            done.append(rewrite)
+    return model, tuple(done)

@@ -1,0 +1,204 @@
+"""Paddle 3 sources in: PIR programs (`.json`) and dynamic graphs written for Paddle 3, to a legacy `StaticModel`.
+
+Route (docs/toolchain.md, "Paddle 3"): Paddle 3 describes its own PIR program
+(`_paddle3_child.py`), `pir_translate` writes the legacy ProgramDesc with Paddle 2.6's API,
+and the result must compute what Paddle 3 computes: the translation is checked against
+Paddle 3's own inference of the source `.json`, and that inference is every later tier's
+reference. A dynamic graph written for Paddle 3 is exported by Paddle 3 as PIR (its default
+and best-supported mode), checked against the dynamic model there, and then takes the same
+route.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from edgekit.artifacts import StaticModel, sha256_file
+from edgekit.config import InputSpec, ModelConfig
+from edgekit.errors import ExportError, InputModelError, ParityError
+from edgekit.parity import differences, output_scale, worst_max_abs
+
+from . import paddle3
+from . import program as prog
+from .inference import _merge_specs
+from .pir_translate import translate
+from .runner import StaticRunner
+
+log = logging.getLogger(__name__)
+
+PIR_NAMES = ("inference.json", "model.json")
+TRANSLATION_MAX_ABS = 1e-4     # relative to max(1, the output's largest |value|), like every transform's check
+EXPORT_MAX_ABS = 1e-4
+
+
+@dataclass(frozen=True)
+class PirSource:
+    """A PIR program and its parameters, as given."""
+
+    program: Path
+    params: Path | None
+
+    def staged(self, folder: Path) -> Path:
+        """Copies named `model.json` / `model.pdiparams` (Paddle 3 loads a pair by one prefix); returns the prefix."""
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(self.program, folder / "model.json")
+        if self.params is not None:
+            shutil.copyfile(self.params, folder / "model.pdiparams")
+        else:
+            (folder / "model.pdiparams").write_bytes(b"")
+        return folder / "model"
+
+
+def is_pir_program(path: Path) -> bool:
+    """A PIR `.json` (magic `pir`), or a folder holding one and no legacy `.pdmodel`."""
+    if path.is_dir():
+        if any(path.glob("*.pdmodel")) or (path / "__model__").is_file():
+            return False
+        return any(prog.is_pir_json(path / n) for n in PIR_NAMES) or any(prog.is_pir_json(j) for j in path.glob("*.json"))
+    return path.suffix.lower() == ".json"
+
+
+def locate(model: Path, params: Path | None) -> PirSource:
+    if not model.exists():
+        raise InputModelError(f"model path {model} does not exist", "check the --model path")
+    if model.is_dir():
+        found = [model / n for n in PIR_NAMES if (model / n).is_file()] or sorted(model.glob("*.json"))
+        programs = [f for f in found if prog.is_pir_json(f)]
+        if not programs:
+            raise InputModelError(f"no PIR program (inference.json) in {model}", "point --model at a Paddle 3 model folder")
+        model = programs[0]
+    _require_pir(model)
+    if params is None:
+        sibling = model.with_suffix(".pdiparams")
+        params = sibling if sibling.is_file() else None
+        if params is None and _declares_parameters(model):
+            raise InputModelError(f"no {sibling.name} beside {model.name}",
+                                  "pass --params with the .pdiparams file saved with the program")
+    elif not params.is_file():
+        raise InputModelError(f"params file {params} does not exist", "pass --params with the .pdiparams saved with the program")
+    return PirSource(model, params)
+
+
+def _require_pir(path: Path) -> None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputModelError(f"{path} is not a PIR program: it is not readable JSON", "pass the inference.json that "
+                              "paddle.jit.save wrote under Paddle 3") from exc
+    magic = data.get("base_code", {}).get("magic") if isinstance(data, dict) else None
+    if magic != "pir" or "program" not in data:
+        raise InputModelError(f"{path} is JSON but not a PIR program (no base_code.magic = \"pir\")",
+                              "pass the inference.json that paddle.jit.save wrote under Paddle 3")
+
+
+def _declares_parameters(path: Path) -> bool:
+    return '"#":"p"' in path.read_text(encoding="utf-8").replace(" ", "")
+
+
+def load_pir(cfg: ModelConfig, out_dir: Path, timeout: float) -> tuple[StaticModel, dict]:
+    """Describe the PIR program in Paddle 3, translate it into `out_dir/model.pdmodel` (+ `.pdiparams`)."""
+    source = locate(cfg.model_file, cfg.params_file)
+    return _translate(paddle3.find(), source, out_dir, cfg.inputs, timeout, origin="pir")
+
+
+def _translate(p3: paddle3.Paddle3, source: PirSource, out_dir: Path, given: Sequence[InputSpec], timeout: float,
+               origin: str) -> tuple[StaticModel, dict]:
+    prefix = source.staged(out_dir / "source")
+    described = out_dir / "described"
+    described.mkdir()
+    answer = p3.call("describe", {"prefix": str(prefix), "out_dir": str(described)}, timeout=timeout,
+                     what=f"the PIR program {source.program.name}")
+    target = out_dir / "model"
+    translation = translate(Path(answer["graph"]), Path(answer["params"]), target)
+    program = prog.parse_program(target.with_suffix(".pdmodel"))
+    feeds, fetches = prog.feeds_and_fetches(program)
+    static = StaticModel(target.with_suffix(".pdmodel"), target.with_suffix(".pdiparams"), _merge_specs(feeds, tuple(given)),
+                         tuple(fetches), origin, prog.op_types(program))
+    report = {"source": {"path": str(source.program), "sha256": sha256_file(source.program),
+                         "params": str(source.params) if source.params else None,
+                         "params_sha256": sha256_file(source.params) if source.params else None},
+              "paddle": p3.version, "python": p3.python, "prefix": str(prefix), "pir_ops": answer["ops"],
+              "translated_ops": translation["pir_ops"], "legacy_ops": _op_counts(program),
+              "control_flow_blocks": _control_flow_blocks(program)}
+    return static, report
+
+
+def _op_counts(program) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for block in program.blocks:
+        for op in block.ops:
+            if op.type not in ("feed", "fetch"):
+                counts[op.type] = counts.get(op.type, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def _control_flow_blocks(program) -> int:
+    return len(program.blocks) - 1
+
+
+def reference(static: StaticModel, report: Mapping, inputs: Mapping[str, np.ndarray], folder: Path,
+              timeout: float) -> tuple[list[np.ndarray], dict]:
+    """Paddle 3's own inference of the source program on `inputs` (every tier's reference), and the check that the
+    translated legacy program computes the same."""
+    p3 = paddle3.Paddle3(report["python"], report["paddle"])
+    folder.mkdir(parents=True, exist_ok=True)
+    answer = p3.call("run", {"prefix": report["prefix"], "inputs": str(paddle3.save_inputs(folder / "inputs.npz", inputs)),
+                             "outputs": str(folder / "outputs.npz")},
+                     timeout=timeout + 2.0 * len(next(iter(inputs.values()))), what="the source program's inference")
+    theirs = paddle3.load_outputs(Path(answer["outputs"]))
+    scale = max(1.0, output_scale(theirs))
+    if not np.isfinite(answer["engine_max_abs"]) or answer["engine_max_abs"] > TRANSLATION_MAX_ABS * scale:
+        raise InputModelError(f"Paddle 3's executor and Paddle Inference disagree on the source program by "
+                              f"{answer['engine_max_abs']:.3g}", "the reference cannot be trusted: report the model")
+    ours = StaticRunner(static).run(inputs)
+    try:
+        worst = worst_max_abs(differences(theirs, ours, static.fetches))
+    except ParityError as exc:
+        raise InputModelError(f"the translated program does not match Paddle 3 on the source: {exc.message}",
+                              "report the model: a PIR op was translated wrongly") from exc
+    if not np.isfinite(worst) or worst > TRANSLATION_MAX_ABS * scale:
+        raise InputModelError(f"the translated program differs from Paddle 3's inference of the source by {worst:.3g} "
+                              f"(limit {TRANSLATION_MAX_ABS * scale:.3g})", "report the model: a PIR op was translated wrongly")
+    count = int(len(next(iter(inputs.values()))))
+    log.info("PIR translation check: legacy program (Paddle 2.6) vs Paddle %s on the source, max abs %.3g on %d samples",
+             p3.version, worst, count)
+    check = {"engine": f"legacy program on paddle.static.Executor (Paddle 2.6) vs Paddle {p3.version} on the source .json",
+             "max_abs": worst, "limit": TRANSLATION_MAX_ABS * scale, "samples": count,
+             "reference_engines": answer["engines"], "reference_engines_max_abs": answer["engine_max_abs"]}
+    return theirs, check
+
+
+def export_paddle3_factory(cfg: ModelConfig, out_dir: Path, samples: Mapping[str, np.ndarray],
+                           timeout: float) -> tuple[StaticModel, dict]:
+    """A dynamic graph written for Paddle 3: Paddle 3 exports it as PIR and runs it; the PIR program is translated."""
+    p3 = paddle3.find()
+    exported = out_dir / "paddle3-export"
+    exported.mkdir()
+    request = {"factory": cfg.factory, "weights": str(cfg.weights) if cfg.weights else None, "cwd": str(Path.cwd()),
+               "inputs": [{"name": s.name, "shape": [None if d == -1 else d for d in s.shape], "dtype": s.dtype}
+                          for s in cfg.inputs],
+               "inputs_npz": str(paddle3.save_inputs(exported / "inputs.npz", samples)),
+               "prefix": str(exported / "model"), "outputs": str(exported / "dynamic.npz")}
+    answer = p3.call("export", request, timeout=timeout, what=cfg.factory or "the model", cwd=str(Path.cwd()))
+    if not answer["pir"]:
+        raise ExportError(f"Paddle 3 wrote no PIR program for {cfg.factory} (files: {answer['files']})",
+                          "unset FLAGS_enable_pir_api in the environment: edgekit exports Paddle 3 models as PIR")
+    dynamic = paddle3.load_outputs(Path(answer["outputs"]))
+    static, report = _translate(p3, PirSource(exported / "model.json", exported / "model.pdiparams"), out_dir / "translated",
+                                cfg.inputs, timeout, origin="paddle3-dygraph")
+    static_outs, check = reference(static, report, samples, out_dir / "export-check", timeout)
+    worst = worst_max_abs(differences(dynamic, static_outs, [f"output {i}" for i in range(len(dynamic))]))
+    if not np.isfinite(worst) or worst > EXPORT_MAX_ABS * max(1.0, output_scale(dynamic)):
+        raise ExportError(f"Paddle 3's exported {cfg.factory} differs from the dynamic model by {worst:.3g}",
+                          "check for layers that behave differently in eval mode or when traced")
+    report["export_check"] = {"engine": f"Paddle {p3.version} static (PIR) vs dynamic graph", "max_abs": worst,
+                              "samples": check["samples"]}
+    report["factory"] = cfg.factory
+    return static, report

@@ -1,0 +1,287 @@
+"""PIR op -> legacy ProgramDesc op: one table, one small function per op family.
+
+A PIR program (Paddle 3) and a legacy ProgramDesc (Paddle 2.6, what opt and PaddleSlim
+read) describe the same kernels with different argument names: PIR's `pd_op.conv2d(input,
+filter)` is the legacy `conv2d(Input, Filter) -> Output`; attributes that PIR turned into
+operands (`reshape`'s shape, `scale`'s factor, `pool2d`'s kernel size) come from constant
+ops (`pd_op.full`, `pd_op.full_int_array`) and go back into attributes. Each entry writes
+exactly what Paddle 2.6's own export writes for the same layer, so the `.nb` opt makes is the
+one a native export gives (and Lite never sees slots it misreads, like Paddle 3's empty
+`BiasTensor` on `scale`).
+
+The translators see an `Emitter` (`pir_translate.py`): `inp(op, name)` the legacy variable of
+an operand, `const(op, name)` a constant operand's value, `out(op, i)` the variable for a
+result, `temp(...)` an extra legacy output (XShape, saved statistics), `emit(...)` one op.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+UNARY = {   # PIR op -> (legacy op, attributes copied as (legacy name, PIR name, default))
+    "relu": ("relu", ()), "relu6": ("relu6", (("threshold", None, 6.0),)), "sigmoid": ("sigmoid", ()),
+    "tanh": ("tanh", ()), "hardswish": ("hard_swish", (("threshold", None, 6.0), ("scale", None, 6.0),
+                                                        ("offset", None, 3.0))),
+    "hardsigmoid": ("hard_sigmoid", (("slope", "slope", 0.1666667), ("offset", "offset", 0.5))),
+    "swish": ("swish", (("beta", None, 1.0),)), "silu": ("silu", ()), "gelu": ("gelu", (("approximate", "approximate", False),)),
+    "leaky_relu": ("leaky_relu", (("alpha", "negative_slope", 0.02),)), "elu": ("elu", (("alpha", "alpha", 1.0),)),
+    "exp": ("exp", ()), "sqrt": ("sqrt", ()), "rsqrt": ("rsqrt", ()), "abs": ("abs", ()), "log": ("log", ()),
+    "square": ("square", ()), "floor": ("floor", ()), "erf": ("erf", ()), "sin": ("sin", ()), "cos": ("cos", ()),
+    "mish": ("mish", (("threshold", "threshold", 20.0),)), "softplus": ("softplus", (("beta", "beta", 1.0),
+                                                                                   ("threshold", "threshold", 20.0))),
+    "hardtanh": ("brelu", (("t_min", "t_min", -1.0), ("t_max", "t_max", 1.0))),
+    "logsigmoid": ("logsigmoid", ()), "reciprocal": ("reciprocal", ()),
+}
+BINARY = {"add": "elementwise_add", "subtract": "elementwise_sub", "multiply": "elementwise_mul",
+          "divide": "elementwise_div", "maximum": "elementwise_max", "minimum": "elementwise_min",
+          "elementwise_pow": "elementwise_pow", "remainder": "elementwise_mod", "floor_divide": "elementwise_floordiv"}
+REDUCE = {"mean": "reduce_mean", "sum": "reduce_sum", "max": "reduce_max", "min": "reduce_min", "prod": "reduce_prod"}
+COMPARE = {"equal": "equal", "not_equal": "not_equal", "less_than": "less_than", "less_equal": "less_equal",
+           "greater_than": "greater_than", "greater_equal": "greater_equal"}
+LOGICAL = {"logical_and": "logical_and", "logical_or": "logical_or", "logical_xor": "logical_xor"}
+
+
+def _copy(attrs: dict, *names: str) -> dict:
+    return {n: attrs[n] for n in names if n in attrs}
+
+
+def unary(e, op, legacy: str, table) -> None:
+    attrs = {}
+    for name, pir_name, default in table:
+        attrs[name] = op["attrs"].get(pir_name, default) if pir_name else default
+    e.emit(legacy, {"X": [e.inp(op, "x")]}, {"Out": [e.out(op, 0)]}, attrs)
+
+
+def binary(e, op, legacy: str) -> None:
+    e.emit(legacy, {"X": [e.inp(op, "x")], "Y": [e.inp(op, "y")]}, {"Out": [e.out(op, 0)]}, {"axis": -1})
+
+
+def conv(e, op, legacy: str) -> None:
+    a = op["attrs"]
+    e.emit(legacy, {"Input": [e.inp(op, "input")], "Filter": [e.inp(op, "filter")]}, {"Output": [e.out(op, 0)]},
+           _copy(a, "strides", "paddings", "padding_algorithm", "dilations", "groups", "data_format"))
+
+
+def conv_transpose(e, op, legacy: str) -> None:
+    a = op["attrs"]
+    attrs = _copy(a, "strides", "paddings", "output_padding", "padding_algorithm", "dilations", "groups", "data_format")
+    size = e.const_or_none(op, "output_size")
+    attrs["output_size"] = [int(v) for v in size] if size is not None else []
+    e.emit(legacy, {"Input": [e.inp(op, "x")], "Filter": [e.inp(op, "filter")]}, {"Output": [e.out(op, 0)]}, attrs)
+
+
+def batch_norm(e, op) -> None:
+    a = op["attrs"]
+    mean, variance = e.inp(op, "mean"), e.inp(op, "variance")
+    # Paddle 2.6 writes the running statistics in place (MeanOut = Mean): opt's conv+BN fusion expects that shape
+    outputs = {"Y": [e.out(op, 0)], "MeanOut": [mean], "VarianceOut": [variance],
+               "SavedMean": [e.temp(op, "saved_mean", 3)], "SavedVariance": [e.temp(op, "saved_variance", 4)]}
+    e.emit("batch_norm", {"X": [e.inp(op, "x")], "Scale": [e.inp(op, "scale")], "Bias": [e.inp(op, "bias")],
+                          "Mean": [mean], "Variance": [variance]}, outputs,
+           {"epsilon": a.get("epsilon", 1e-5), "momentum": a.get("momentum", 0.9), "is_test": True,
+            "data_layout": a.get("data_format", "NCHW"), "use_global_stats": bool(a.get("use_global_stats", False)),
+            "trainable_statistics": bool(a.get("trainable_statistics", False))})
+
+
+def layer_norm(e, op) -> None:
+    a = op["attrs"]
+    inputs = {"X": [e.inp(op, "x")]}
+    for legacy, pir in (("Scale", "scale"), ("Bias", "bias")):
+        if e.has(op, pir):
+            inputs[legacy] = [e.inp(op, pir)]
+    e.emit("layer_norm", inputs, {"Y": [e.out(op, 0)], "Mean": [e.temp(op, "mean", 1)], "Variance": [e.temp(op, "variance", 2)]},
+           {"epsilon": a.get("epsilon", 1e-5), "begin_norm_axis": a.get("begin_norm_axis", 1)})
+
+
+def matmul(e, op) -> None:
+    a = op["attrs"]
+    e.emit("matmul_v2", {"X": [e.inp(op, "x")], "Y": [e.inp(op, "y")]}, {"Out": [e.out(op, 0)]},
+           {"trans_x": bool(a.get("transpose_x", False)), "trans_y": bool(a.get("transpose_y", False))})
+
+
+def scale(e, op) -> None:
+    a = op["attrs"]
+    # the factor is an operand in PIR; written as an attribute, with no BiasTensor slot (Lite 2.13 misreads it)
+    factor = e.const(op, "scale")
+    e.emit("scale", {"X": [e.inp(op, "x")]}, {"Out": [e.out(op, 0)]},
+           {"scale": float(factor[0] if isinstance(factor, list) else factor), "bias": float(a.get("bias", 0.0)),
+            "bias_after_scale": bool(a.get("bias_after_scale", True))})
+
+
+def with_xshape(e, op, legacy: str, attrs: dict, x: str = "x") -> None:
+    e.emit(legacy, {"X": [e.inp(op, x)]}, {"Out": [e.out(op, 0)], "XShape": [e.xshape(op)]}, attrs)
+
+
+def reshape(e, op) -> None:
+    shape = [int(v) for v in e.const(op, "shape")]
+    inferred = op["outputs"][0][2]
+    if inferred is not None and all(d > 0 for d in inferred):
+        shape = [int(d) for d in inferred]   # Paddle 2.6 writes the resolved shape ([1, 32, 1, 1], not [1, -1, 1, 1])
+    with_xshape(e, op, "reshape2", {"shape": shape})
+
+
+def flatten(e, op) -> None:
+    a = op["attrs"]
+    with_xshape(e, op, "flatten_contiguous_range", {"start_axis": a.get("start_axis", 1), "stop_axis": a.get("stop_axis", -1)})
+
+
+def transpose(e, op) -> None:
+    with_xshape(e, op, "transpose2", {"axis": [int(v) for v in op["attrs"]["perm"]]})
+
+
+def squeeze(e, op, legacy: str) -> None:
+    with_xshape(e, op, legacy, {"axes": [int(v) for v in e.const(op, "axis")]})
+
+
+def concat(e, op) -> None:
+    e.emit("concat", {"X": e.inp_list(op, "x")}, {"Out": [e.out(op, 0)]}, {"axis": int(e.scalar(op, "axis"))})
+
+
+def stack(e, op) -> None:
+    e.emit("stack", {"X": e.inp_list(op, "x")}, {"Y": [e.out(op, 0)]}, {"axis": int(op["attrs"].get("axis", 0))})
+
+
+def split(e, op) -> None:
+    """`pd_op.split`/`split_with_num` give one vector value; its elements come from the `builtin.split` after it."""
+    attrs = {"axis": int(e.scalar(op, "axis"))}
+    if op["op"].endswith("split_with_num"):
+        attrs.update(num=int(op["attrs"]["num"]), sections=[])
+    else:
+        attrs.update(num=0, sections=[int(v) for v in e.const(op, "sections")])
+    e.defer_vector(op, lambda outs: e.emit("split", {"X": [e.inp(op, "x")]}, {"Out": outs}, attrs))
+
+
+def pool2d(e, op) -> None:
+    a = op["attrs"]
+    attrs = _copy(a, "strides", "paddings", "ceil_mode", "exclusive", "data_format", "pooling_type", "global_pooling",
+                  "adaptive", "padding_algorithm")
+    attrs["ksize"] = [int(v) for v in e.const(op, "kernel_size")]
+    e.emit("pool2d", {"X": [e.inp(op, "x")]}, {"Out": [e.out(op, 0)]}, attrs)
+
+
+def softmax(e, op, legacy: str) -> None:
+    e.emit(legacy, {"X": [e.inp(op, "x")]}, {"Out": [e.out(op, 0)]}, {"axis": int(op["attrs"].get("axis", -1))})
+
+
+def interp(e, op, legacy: str) -> None:
+    a = op["attrs"]
+    for name in ("out_size", "size_tensor", "scale_tensor"):
+        if e.has(op, name):
+            e.unsupported(op, f"a {name} operand (a size computed at run time); give the output size or scale as numbers")
+    attrs = _copy(a, "out_d", "out_h", "out_w", "scale", "interp_method", "align_corners", "align_mode")
+    attrs["data_layout"] = a.get("data_format", "NCHW")
+    e.emit(legacy, {"X": [e.inp(op, "x")]}, {"Out": [e.out(op, 0)]}, attrs)
+
+
+def reduce(e, op, legacy: str) -> None:
+    a = op["attrs"]
+    axes = [int(v) for v in (e.const(op, "axis") if e.has(op, "axis") else a.get("axis", []))]
+    e.emit(legacy, {"X": [e.inp(op, "x")]}, {"Out": [e.out(op, 0)]},
+           {"dim": axes or [0], "keep_dim": bool(a.get("keepdim", False)), "reduce_all": not axes})
+
+
+def clip(e, op) -> None:
+    e.emit("clip", {"X": [e.inp(op, "x")]}, {"Out": [e.out(op, 0)]},
+           {"min": float(e.scalar(op, "min")), "max": float(e.scalar(op, "max"))})
+
+
+def cast(e, op) -> None:
+    e.emit("cast", {"X": [e.inp(op, "x")]}, {"Out": [e.out(op, 0)]},
+           {"in_dtype": e.var_dtype(e.dtype_of(op, "x")), "out_dtype": e.var_dtype(op["outputs"][0][3])})
+
+
+def pow_(e, op) -> None:
+    e.emit("pow", {"X": [e.inp(op, "x")]}, {"Out": [e.out(op, 0)]}, {"factor": float(op["attrs"].get("y", 1.0))})
+
+
+def slice_(e, op) -> None:
+    a = op["attrs"]
+    e.emit("slice", {"Input": [e.inp(op, "input")]}, {"Out": [e.out(op, 0)]},
+           {"axes": [int(v) for v in a["axes"]], "starts": [int(v) for v in e.const(op, "starts")],
+            "ends": [int(v) for v in e.const(op, "ends")], "infer_flags": [int(v) for v in a.get("infer_flags", [])],
+            "decrease_axis": [int(v) for v in a.get("decrease_axis", [])]})
+
+
+def gather(e, op) -> None:
+    e.emit("gather", {"X": [e.inp(op, "x")], "Index": [e.inp(op, "index")]}, {"Out": [e.out(op, 0)]},
+           {"axis": int(e.scalar(op, "axis")) if e.has(op, "axis") else 0})
+
+
+def argmax(e, op) -> None:
+    a = op["attrs"]
+    e.emit("arg_max", {"X": [e.inp(op, "x")]}, {"Out": [e.out(op, 0)]},
+           {"axis": int(e.scalar(op, "axis")), "keepdims": bool(a.get("keepdims", False)),
+            "flatten": bool(a.get("flatten", False)), "dtype": e.var_dtype(op["outputs"][0][3])})
+
+
+def shape_(e, op) -> None:
+    e.emit("shape", {"Input": [e.inp(op, "input")]}, {"Out": [e.out(op, 0)]}, {})
+
+
+def pad3d(e, op) -> None:
+    a = op["attrs"]
+    e.emit("pad3d", {"X": [e.inp(op, "x")]}, {"Out": [e.out(op, 0)]},
+           {"paddings": [int(v) for v in e.const(op, "paddings")], "mode": a.get("mode", "constant"),
+            "value": float(a.get("pad_value", 0.0)), "data_format": a.get("data_format", "NCDHW")})
+
+
+def where(e, op) -> None:
+    e.emit("where", {"Condition": [e.inp(op, "condition")], "X": [e.inp(op, "x")], "Y": [e.inp(op, "y")]},
+           {"Out": [e.out(op, 0)]}, {})
+
+
+def compare(e, op, legacy: str) -> None:
+    e.emit(legacy, {"X": [e.inp(op, "x")], "Y": [e.inp(op, "y")]}, {"Out": [e.out(op, 0)]}, {"axis": -1})
+
+
+def logical(e, op, legacy: str) -> None:
+    e.emit(legacy, {"X": [e.inp(op, "x")], "Y": [e.inp(op, "y")]}, {"Out": [e.out(op, 0)]}, {})
+
+
+def logical_not(e, op) -> None:
+    e.emit("logical_not", {"X": [e.inp(op, "x")]}, {"Out": [e.out(op, 0)]}, {})
+
+
+def identity(e, op, operand: str = "x") -> None:
+    """Ops that compute nothing at inference (dropout in eval mode, assign): the result is the operand."""
+    e.alias(op, 0, operand)
+
+
+def _build_table() -> dict[str, Callable]:
+    table: dict[str, Callable] = {}
+    for name, (legacy, attrs) in UNARY.items():
+        table[name] = lambda e, op, legacy=legacy, attrs=attrs: unary(e, op, legacy, attrs)
+    for name, legacy in BINARY.items():
+        table[name] = lambda e, op, legacy=legacy: binary(e, op, legacy)
+    for name, legacy in REDUCE.items():
+        table[name] = lambda e, op, legacy=legacy: reduce(e, op, legacy)
+    for name, legacy in COMPARE.items():
+        table[name] = lambda e, op, legacy=legacy: compare(e, op, legacy)
+    for name, legacy in LOGICAL.items():
+        table[name] = lambda e, op, legacy=legacy: logical(e, op, legacy)
+    table.update({
+        "conv2d": lambda e, op: conv(e, op, "conv2d"),
+        "depthwise_conv2d": lambda e, op: conv(e, op, "depthwise_conv2d"),
+        "conv2d_transpose": lambda e, op: conv_transpose(e, op, "conv2d_transpose"),
+        "depthwise_conv2d_transpose": lambda e, op: conv_transpose(e, op, "depthwise_conv2d_transpose"),
+        "batch_norm": batch_norm, "layer_norm": layer_norm, "matmul": matmul, "scale": scale,
+        "reshape": reshape, "flatten": flatten, "transpose": transpose,
+        "squeeze": lambda e, op: squeeze(e, op, "squeeze2"), "unsqueeze": lambda e, op: squeeze(e, op, "unsqueeze2"),
+        "concat": concat, "stack": stack, "split": split, "split_with_num": split, "pool2d": pool2d,
+        "softmax": lambda e, op: softmax(e, op, "softmax"), "log_softmax": lambda e, op: softmax(e, op, "log_softmax"),
+        "nearest_interp": lambda e, op: interp(e, op, "nearest_interp_v2"),
+        "bilinear_interp": lambda e, op: interp(e, op, "bilinear_interp_v2"),
+        "clip": clip, "cast": cast, "pow": pow_, "slice": slice_, "gather": gather, "argmax": argmax,
+        "shape": shape_, "shape64": shape_, "pad3d": pad3d, "where": where, "logical_not": logical_not,
+        "dropout": identity, "assign": identity,
+    })
+    return table
+
+
+TRANSLATORS = _build_table()
+
+
+def lookup(pir_name: str) -> Callable | None:
+    """`pd_op.relu_` (in place) translates like `pd_op.relu`."""
+    name = pir_name.split(".", 1)[-1]
+    return TRANSLATORS.get(name) or (TRANSLATORS.get(name[:-1]) if name.endswith("_") else None)
