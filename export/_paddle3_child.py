@@ -171,7 +171,9 @@ def run(request: dict) -> dict:
     merged = [np.concatenate([chunk[i] for chunk in outputs]) for i in range(len(fetches))]
     np.savez(request["outputs"], **{f"output_{i}": o for i, o in enumerate(merged)})
     # a second engine: Paddle Inference (its IR passes off: fused CPU passes have given wrong results before)
-    config = paddle.inference.Config(request["prefix"] + ".json", request["prefix"] + ".pdiparams")
+    params = request["prefix"] + ".pdiparams"
+    has_params = os.path.exists(params) and os.path.getsize(params) > 0
+    config = paddle.inference.Config(request["prefix"] + ".json", params if has_params else "")
     config.switch_ir_optim(False)
     config.disable_mkldnn()
     predictor = paddle.inference.create_predictor(config)

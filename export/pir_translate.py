@@ -163,8 +163,12 @@ class Emitter:
 
     def emit(self, op_type: str, inputs: dict, outputs: dict, attrs: dict) -> None:
         block = self.block
-        self.block.append_op(type=op_type, inputs={k: [block.var(n) for n in v] for k, v in inputs.items()},
-                             outputs={k: [block.var(n) for n in v] for k, v in outputs.items()}, attrs=attrs)
+        op = self.block.append_op(type=op_type, inputs={k: [block.var(n) for n in v] for k, v in inputs.items()},
+                                  outputs={k: [block.var(n) for n in v] for k, v in outputs.items()}, attrs=attrs)
+        dropped = [name for name in attrs if not op.desc.has_attr(name)]
+        if dropped:   # Paddle 2.6 drops attributes its op definition lacks (and every later save would again)
+            raise UntranslatableOp(f"the legacy {op_type} op has no attribute {', '.join(dropped)} in Paddle 2.6",
+                                   "report the model: edgekit's translation table writes an attribute Paddle 2.6 drops")
 
     # -------------------------------------------------------------- errors
     def describe(self, op: dict) -> str:
@@ -285,3 +289,4 @@ def translate(graph_file: Path, params_file: Path, out_prefix: Path) -> dict:
         out_prefix.with_suffix(".pdiparams").write_bytes(b"")
     log.info("translated %d PIR ops into a legacy program", sum(translated.values()))
     return {"pir_ops": translated, "paddle": graph.get("paddle", "")}
+

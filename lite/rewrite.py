@@ -72,11 +72,11 @@ def scale_after_activation(model: StaticModel, out_dir: Path,
     program = prog.parse_program(model.model_file)
     replaced = 0
     for block in program.blocks:
-        producers = {name: op.type for op in block.ops for name in op.output_arg_names}
         index = 0
         while index < len(block.ops):
             op = block.ops[index]
-            if op.type != "scale" or op.input("ScaleTensor") or producers.get(op.input("X")[0]) not in CONV_FUSED_ACTIVATIONS:
+            if op.type != "scale" or op.input("ScaleTensor") or not _after_conv_activation(block, op.input("X")[0]) \
+                    or (float(op.attr("scale")) == 1.0 and float(op.attr("bias")) == 0.0):   # an identity folds harmlessly
                 index += 1
                 continue
             index = _replace_scale(block, index, op)
@@ -90,13 +90,27 @@ def scale_after_activation(model: StaticModel, out_dir: Path,
                        "activation (ConvScaleFuser), which changes what the model computes"}
 
 
+CONV_FUSED_BEFORE_ACTIVATION = ("elementwise_add", "batch_norm")   # what opt folds into a conv ahead of its activation
+CONVS = ("conv2d", "depthwise_conv2d", "conv2d_transpose", "depthwise_conv2d_transpose")
+
+
+def _after_conv_activation(block, name: str) -> bool:
+    """Is `name` the output of an activation Lite fuses into a conv (conv -> [bias add, BN] -> act)?"""
+    producers = {out: op for op in block.ops for out in op.output_arg_names}
+    act = producers.get(name)
+    if act is None or act.type not in CONV_FUSED_ACTIVATIONS:
+        return False
+    source = producers.get(act.input("X")[0])
+    while source is not None and source.type in CONV_FUSED_BEFORE_ACTIVATION:
+        source = producers.get(source.input("X")[0])
+    return source is not None and source.type in CONVS
+
+
 def _replace_scale(block, index: int, op) -> int:
     """Insert the equivalent elementwise ops at `index`, remove the scale; returns the index after them."""
     x_var, out_var = block.var(op.input("X")[0]), block.var(op.output("Out")[0])
     a, b, after = float(op.attr("scale")), float(op.attr("bias")), bool(op.attr("bias_after_scale"))
     steps = ([("elementwise_mul", a)] if a != 1.0 else []) + ([("elementwise_add", b if after else b * a)] if b != 0.0 else [])
-    if not steps:   # scale(1, 0): an identity, written as x * 1 so the output variable keeps its producer
-        steps = [("elementwise_mul", 1.0)]
     current = x_var
     for position, (kind, value) in enumerate(steps):
         const = block.create_var(name=f"{out_var.name}.edgekit_{kind}_c", shape=[1], dtype=x_var.dtype, stop_gradient=True)
@@ -131,9 +145,93 @@ def _check(model: StaticModel, rewritten: StaticModel, samples: dict[str, np.nda
     return worst
 
 
+def constant_pad_value(model: StaticModel, out_dir: Path,
+                       samples: dict[str, np.ndarray]) -> tuple[StaticModel, dict | None]:
+    """`pad3d(x, mode="constant", value=v)` becomes `pad3d(x - v, value=0) + v`.
+
+    Paddle-Lite 2.13 pads with zeros whatever `value` says (x86 and ARM alike: a pad of 0.5 came
+    out 0.0 on a Paddle 2.6 export); padding with zero is what it does right.
+    """
+    program = prog.parse_program(model.model_file)
+    replaced = 0
+    for block in program.blocks:
+        index = 0
+        while index < len(block.ops):
+            op = block.ops[index]
+            if op.type != "pad3d" or op.attr("mode") != "constant" or float(op.attr("value")) == 0.0 or op.input("Paddings"):
+                index += 1
+                continue
+            value = float(op.attr("value"))
+            x_var, out_var = block.var(op.input("X")[0]), block.var(op.output("Out")[0])
+            shifted = block.create_var(name=f"{out_var.name}.edgekit_shifted", shape=x_var.shape, dtype=x_var.dtype,
+                                       stop_gradient=True)
+            padded = block.create_var(name=f"{out_var.name}.edgekit_padded", shape=out_var.shape, dtype=x_var.dtype,
+                                      stop_gradient=True)
+            block._insert_op(index, type="scale", inputs={"X": [x_var]}, outputs={"Out": [shifted]},
+                             attrs={"scale": 1.0, "bias": -value, "bias_after_scale": True})
+            op._rename_input(x_var.name, shifted.name)
+            op._rename_output(out_var.name, padded.name)
+            op._set_attr("value", 0.0)
+            block._insert_op(index + 2, type="scale", inputs={"X": [padded]}, outputs={"Out": [out_var]},
+                             attrs={"scale": 1.0, "bias": value, "bias_after_scale": True})
+            replaced += 1
+            index += 3
+    if not replaced:
+        return model, None
+    rewritten = _save(program, model, out_dir)
+    worst = _check(model, rewritten, samples, "the constant-pad rewrite")
+    return rewritten, {"rewrite": "pad3d(value=v) -> scale(-v), pad3d(value=0), scale(+v)", "ops": replaced,
+                       "max_abs": worst, "reason": "Paddle-Lite 2.13 pads with zeros whatever pad3d's value is"}
+
+
+# Attributes Lite 2.13's ops read unconditionally but Paddle 2.6's save drops as "extra" (opt aborts: "No attributes
+# called threshold found for relu6", e.g. on every MobileNetV2 exported by Paddle 2.6).
+LITE_REQUIRED_ATTRS = {"relu6": ("threshold",), "swish": ("beta",), "hard_swish": ("threshold", "scale", "offset"),
+                       "hard_sigmoid": ("slope", "offset"), "leaky_relu": ("alpha",), "elu": ("alpha",),
+                       "mish": ("threshold",), "softplus": ("beta", "threshold"), "gelu": ("approximate",)}
+
+
+def restore_attributes(model: StaticModel, out_dir: Path,
+                       samples: dict[str, np.ndarray]) -> tuple[StaticModel, dict | None]:
+    """Write back, with Paddle's own defaults, the attributes Lite needs that the saved program lacks."""
+    from paddle.base.proto import framework_pb2
+
+    raw = framework_pb2.ProgramDesc()
+    raw.ParseFromString(model.model_file.read_bytes())
+    full = framework_pb2.ProgramDesc()    # Paddle 2.6 fills every attribute's default when it parses a program
+    full.ParseFromString(prog.parse_program(model.model_file).desc.serialize_to_string())
+    restored: dict[str, int] = {}
+    for raw_block, full_block in zip(raw.blocks, full.blocks):
+        for raw_op, full_op in zip(raw_block.ops, full_block.ops):
+            wanted = LITE_REQUIRED_ATTRS.get(raw_op.type, ())
+            have = {a.name for a in raw_op.attrs}
+            for attr in full_op.attrs:
+                if attr.name in wanted and attr.name not in have:
+                    raw_op.attrs.add().CopyFrom(attr)
+                    key = f"{raw_op.type}.{attr.name}"
+                    restored[key] = restored.get(key, 0) + 1
+    if not restored:
+        return model, None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "model.pdmodel").write_bytes(raw.SerializeToString())
+    shutil.copyfile(model.params_file, out_dir / "model.pdiparams")
+    rewritten = StaticModel(out_dir / "model.pdmodel", out_dir / "model.pdiparams", model.feeds, model.fetches,
+                            model.origin, model.op_types, model.sources, model.check)
+    worst = _check(model, rewritten, samples, "restoring attributes")
+    return rewritten, {"rewrite": "attributes Lite requires restored with Paddle's defaults", "attributes": restored,
+                       "max_abs": worst, "reason": "Paddle 2.6 saves programs without them; opt 2.13rc0 aborts"}
+
+
 def lite_safe(model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray], x86: bool) -> tuple[StaticModel, tuple[dict, ...]]:
-    """Every rewrite the program needs before opt: the scale trap always, the flatten crash for x86."""
+    """Every rewrite the program needs before opt: the attributes Lite requires, the pad value and the scale trap
+    always, the flatten crash for x86 (the pad rewrite writes scales, so the scale rewrite runs after it)."""
     done = []
+    model, rewrite = restore_attributes(model, out_dir / "attributes", samples)
+    if rewrite:
+        done.append(rewrite)
+    model, rewrite = constant_pad_value(model, out_dir / "pad", samples)
+    if rewrite:
+        done.append(rewrite)
     model, rewrite = scale_after_activation(model, out_dir / "scale", samples)
     if rewrite:
         done.append(rewrite)
