@@ -27,9 +27,17 @@ def replacing(path: Path) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
+        os.chmod(tmp, 0o666 & ~_umask())     # mkstemp makes 0600; published files are as readable as any other
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    """The process's umask (reading it means setting it: set it straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_text(path: Path, text: str) -> None:
@@ -51,6 +59,7 @@ def staging_dir(parent: Path, prefix: str) -> Iterator[Path]:
     parent = Path(parent)
     parent.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent)).absolute()
+    os.chmod(folder, 0o777 & ~_umask())      # mkdtemp makes 0700; a published folder is as readable as any other
     try:
         yield folder
     finally:

@@ -331,19 +331,36 @@ def ocr(
 
 @app.command()
 def package(
-    bundles: List[Path] = typer.Argument(..., help="Bundle folders written by `edgekit build` (e.g. det, cls and rec)."),
-    platform: str = typer.Option(..., "--platform", "-p", help="android, ios or linux (the camera demo)."),
+    bundles: Optional[List[Path]] = typer.Argument(None, help="Bundle folders written by `edgekit build` (e.g. det, cls "
+                                                   "and rec)."),
+    platform: Optional[str] = typer.Option(None, "--platform", "-p", help="android, ios or linux (the camera demo)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="The asset folder to write (replaced as a whole). "
                                        "Default: the demo app's own asset folder in this checkout "
                                        "(android_demo/app/src/main/assets/edgekit, ios_demo/EdgekitDemo/Resources/edgekit, "
                                        "camera_demo/assets)."),
+    sign: Optional[Path] = typer.Option(None, "--sign", help="Ed25519 private key (PEM) to sign assets.json with "
+                                        "(writes assets.json.sig; docs/security.md)."),
+    verify: Optional[Path] = typer.Option(None, "--verify", help="Check an asset set instead of writing one: every "
+                                          "checksum, and with --pubkey its signature. Exit 10 / 16 when it fails."),
+    pubkey: Optional[Path] = typer.Option(None, "--pubkey", help="With --verify: the Ed25519 public key (PEM) the set "
+                                          "must be signed by; unsigned or signed by another key exits 16."),
 ) -> None:
     """Verify bundles and write the app-ready asset set (models, specs, labels, golden data, assets.json with
     every file's sha256 and the runtime version the app must link) that the apps' loader checks at start-up."""
     from .errors import ConfigError
-    from .package import PLATFORMS, Platform, default_destination
+    from .package import PLATFORMS, Platform, default_destination, verify_set
     from .package import package as write_assets
 
+    if verify is not None:
+        if bundles or sign is not None:
+            raise ConfigError("--verify checks an existing asset set", "drop the bundle arguments and --sign")
+        for line in verify_set(verify.expanduser().absolute(), pubkey):
+            typer.echo(line)
+        return
+    if pubkey is not None:
+        raise ConfigError("--pubkey goes with --verify", "pass --verify ASSET_DIR --pubkey KEY")
+    if not bundles or platform is None:
+        raise ConfigError("package needs bundle folders and --platform", "e.g. edgekit package det rec --platform android")
     try:
         chosen = Platform(platform)
     except ValueError:
@@ -352,10 +369,12 @@ def package(
     if out is None and not (root / PLATFORMS[chosen].assets).parent.parent.is_dir():
         raise ConfigError(f"no {chosen.value} demo app next to this edgekit installation", "pass --out FOLDER")
     destination = out.expanduser().absolute() if out else default_destination(chosen, root)
-    index = write_assets(bundles, chosen, destination)
+    index = write_assets(bundles, chosen, destination, sign=sign.expanduser().absolute() if sign else None)
     for model in index["models"]:
         typer.echo(f"{model['name']}: {model['task']} {model['target']} {model['precision']}")
     typer.echo(f"assets: {destination} ({len(index['files'])} files, runtime {index['runtime_required']['opt_version']})")
+    if sign:
+        typer.echo(f"signed: {destination / 'assets.json.sig'} (Ed25519 over assets.json)")
 
 
 import_app = typer.Typer(cls=_Edgekit, no_args_is_help=True, help="Convert models from other frameworks into Paddle inference models.")

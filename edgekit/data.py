@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from . import limits
 from .errors import DataError
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,11 @@ class PreprocessSpec:
             size = getattr(self, key)
             if size is not None and (len(size) != 2 or min(size) < 1):
                 raise DataError(f"preprocess.{key} is {list(size)}", f"give {key} as [height, width] of positive sizes")
+            if size is not None:
+                limits.check(DataError, f"preprocess.{key} {list(size)}: its larger side", max(size), "MAX_RESIZE_SIDE",
+                             f"give {key} sides of at most {limits.MAX_RESIZE_SIDE} pixels")
+        if not isinstance(self.pad_value, (int, float)) or isinstance(self.pad_value, bool):
+            raise DataError(f"preprocess.pad_value is {self.pad_value!r}", "give a number")
         if not isinstance(self.scale, (int, float)) or isinstance(self.scale, bool) or not self.scale > 0:
             raise DataError(f"preprocess.scale is {self.scale!r}", "give a positive number, e.g. 0.00392156862745098 (1/255)")
         if any(s == 0 for s in self.std):
@@ -85,12 +91,15 @@ class PreprocessSpec:
         if unknown:
             raise DataError(f"unknown preprocess key(s): {', '.join(sorted(unknown))}", f"known keys: {', '.join(sorted(known))}")
         values = dict(raw)
-        for key in ("resize", "crop"):
-            if values.get(key) is not None:
-                values[key] = tuple(int(v) for v in values[key])
-        for key in ("mean", "std"):
+        for key, kind in (("resize", int), ("crop", int), ("mean", float), ("std", float)):
+            if values.get(key) is None and key in ("resize", "crop"):
+                continue
             if key in values:
-                values[key] = tuple(float(v) for v in values[key])
+                given = values[key]
+                if not isinstance(given, (list, tuple)) or not all(
+                        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in given):
+                    raise DataError(f"preprocess.{key} is {given!r}", f"give {key} as a list of numbers")
+                values[key] = tuple(kind(v) for v in given)
         return cls(**values)
 
     def to_json(self) -> dict:
@@ -209,10 +218,23 @@ def _image_files(folder: Path) -> list[tuple[Path, str | None]]:
 
 
 def decode_image(path: Path) -> np.ndarray:
-    """An image file as the preprocessing spec takes it: uint8, BGR (HxWx3) or gray (HxW); alpha dropped."""
+    """An image file as the preprocessing spec takes it: uint8, BGR (HxWx3) or gray (HxW); alpha dropped.
+
+    The header's dimensions are checked against `limits.MAX_IMAGE_PIXELS` before the decoder
+    allocates anything (native/'s decoder refuses the same images).
+    """
     import cv2
 
-    image = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise DataError(f"cannot read image {path}: {exc.strerror}", "check the path") from exc
+    size = image_size(data)
+    if size is None:
+        raise DataError(f"cannot decode image {path}: not a PNG, JPEG, BMP or WebP file",
+                        "remove or replace the file (PNG, JPEG, BMP or WebP)")
+    limits.check_image(DataError, f"image {path}", *size)
+    image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED) if min(size) > 0 else None
     if image is None:
         raise DataError(f"cannot decode image {path}", "remove or replace the file (PNG, JPEG, BMP or WebP)")
     if image.ndim == 3 and image.shape[2] == 4:
@@ -220,6 +242,59 @@ def decode_image(path: Path) -> np.ndarray:
     if image.dtype != np.uint8:
         raise DataError(f"image {path} is {image.dtype}, not 8-bit", "convert the images to 8-bit")
     return image
+
+
+_JPEG_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from a PNG, JPEG, BMP or WebP header; None for anything else or a truncated header."""
+    def u(offset: int, size: int, order: str = "big") -> int | None:
+        chunk = data[offset:offset + size]
+        return int.from_bytes(chunk, order) if len(chunk) == size else None
+
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":
+        width, height = u(16, 4), u(20, 4)
+        return None if height is None else (width, height)
+    if data[:2] == b"BM":
+        if u(14, 4, "little") == 12:                       # OS/2 BITMAPCOREHEADER: 16-bit sizes
+            width, height = u(18, 2, "little"), u(20, 2, "little")
+        else:
+            width, height = u(18, 4, "little"), u(22, 4, "little")
+            if height is not None:
+                width = width if width < 1 << 31 else (1 << 32) - width      # int32, may be negative (top-down)
+                height = height if height < 1 << 31 else (1 << 32) - height
+        return None if height is None else (width, height)
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        chunk = data[12:16]
+        if chunk == b"VP8 " and u(26, 2, "little") is not None and u(28, 2, "little") is not None:
+            return u(26, 2, "little") & 0x3FFF, u(28, 2, "little") & 0x3FFF
+        if chunk == b"VP8L" and u(21, 4, "little") is not None:
+            bits = u(21, 4, "little")
+            return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+        if chunk == b"VP8X" and u(27, 3, "little") is not None:
+            return u(24, 3, "little") + 1, u(27, 3, "little") + 1
+        return None
+    if data[:2] == b"\xff\xd8":
+        at = 2
+        while at + 4 <= len(data):                         # one step per segment: linear in the file's size
+            if data[at] != 0xFF:
+                return None
+            marker = data[at + 1]
+            if marker == 0xFF:                             # fill byte
+                at += 1
+                continue
+            if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:
+                at += 2
+                continue
+            length = u(at + 2, 2)
+            if marker in _JPEG_SOF:
+                height, width = u(at + 5, 2), u(at + 7, 2)
+                return None if width is None else (width, height)
+            if marker in (0xD9, 0xDA) or length is None or length < 2:
+                return None                                # image data before any frame header
+            at += 2 + length
+    return None
 
 
 def image_files(folder: Path) -> list[Path]:
@@ -256,12 +331,80 @@ def load_images(folder: Path, spec: PreprocessSpec, feed_name: str, labels: Sequ
     )
 
 
-def load_tensors(path: Path, feed_names: Sequence[str]) -> Samples:
-    """A `.npy` (one input) or `.npz` (arrays named after the feeds, optional `labels`)."""
+def _npy_header(handle, what: str, error) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype from a .npy header (the handle left at the data), refusing object arrays and oversized ones."""
+    from numpy.lib import format as npformat
+
     try:
-        loaded = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise DataError(f"cannot read tensors from {path}: {exc}", "give a .npy or .npz written by numpy") from exc
+        version = npformat.read_magic(handle)
+        if version not in ((1, 0), (2, 0)):
+            raise ValueError(f"format version {version}")
+        read = npformat.read_array_header_1_0 if version == (1, 0) else npformat.read_array_header_2_0
+        shape, _fortran, dtype = read(handle)
+    except (ValueError, OSError, EOFError) as exc:
+        raise error(f"cannot read tensors from {what}: not a .npy array numpy can read ({exc})",
+                    "write it with numpy.save") from exc
+    if dtype.hasobject:
+        raise error(f"cannot read arrays from {what}: it holds Python objects (dtype {dtype})",
+                    "save plain numeric arrays with numpy")
+    limits.check_tensor(error, what, shape, dtype.itemsize)
+    return tuple(int(d) for d in shape), dtype
+
+
+def read_npy(path: Path, error=DataError, shape: tuple[int, ...] | None = None, dtype: str | None = None) -> np.ndarray:
+    """A .npy file from untrusted input: its header checked (the limits, the bytes it holds, and the shape and dtype
+    the caller expects) before the array is read."""
+    from numpy.lib import format as npformat
+
+    try:
+        with Path(path).open("rb") as handle:
+            found_shape, found_dtype = _npy_header(handle, f"{path}", error)
+            stored = Path(path).stat().st_size - handle.tell()
+            want = limits.tensor_bytes(found_shape, found_dtype.itemsize)
+            if stored != want:
+                raise error(f"{path} declares {list(found_shape)} {found_dtype} ({want:,} bytes) but holds {stored:,} "
+                            "bytes of data", "write it again with numpy.save")
+            if shape is not None and (found_shape != tuple(shape) or found_dtype.name != dtype):
+                raise error(f"{path} is {found_dtype.name} {list(found_shape)}, but the manifest says {dtype} "
+                            f"{list(shape)}", "rebuild the bundle with `edgekit build`")
+            handle.seek(0)
+            return npformat.read_array(handle, allow_pickle=False)
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror}", "check the path") from exc
+
+
+def _check_npz(archive, path: Path) -> None:
+    """Every member's declared size, expansion ratio and .npy header within the limits, before any is decompressed."""
+    for info in archive.infolist():
+        what = f"member {info.filename!r} of {path}"
+        limits.check(DataError, f"{what} uncompressed, in bytes", info.file_size, "MAX_TENSOR_BYTES")
+        ratio = info.file_size // max(1, info.compress_size)
+        if info.file_size > limits.NPZ_RATIO_FLOOR and ratio > limits.MAX_NPZ_RATIO:
+            raise limits.refuse(DataError, f"the expansion ratio of {what} ({info.file_size:,} bytes from "
+                                f"{info.compress_size:,})", ratio, "MAX_NPZ_RATIO")
+        if not info.filename.endswith(".npy"):
+            continue
+        with archive.open(info) as member:
+            shape, dtype = _npy_header(member, what, DataError)
+            want = limits.tensor_bytes(shape, dtype.itemsize)
+            if info.file_size - member.tell() != want:
+                raise DataError(f"{what} declares {list(shape)} {dtype} ({want:,} bytes) but holds "
+                                f"{info.file_size - member.tell():,} bytes", "write the file again with numpy.savez")
+
+
+def load_tensors(path: Path, feed_names: Sequence[str]) -> Samples:
+    """A `.npy` (one input) or `.npz` (arrays named after the feeds, optional `labels`), each checked against the
+    limits (edgekit/limits.py) before it is read."""
+    import zipfile
+
+    if zipfile.is_zipfile(path):
+        try:
+            loaded = np.load(path, allow_pickle=False)
+            _check_npz(loaded.zip, path)
+        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+            raise DataError(f"cannot read tensors from {path}: {exc}", "give a .npy or .npz written by numpy") from exc
+    else:
+        loaded = read_npy(path)
     if isinstance(loaded, np.ndarray):
         if len(feed_names) != 1:
             raise DataError(f"{path} holds one array but the model has {len(feed_names)} inputs",
@@ -281,7 +424,7 @@ def load_tensors(path: Path, feed_names: Sequence[str]) -> Samples:
         try:
             inputs = {n: loaded[k] for n, k in names.items()}
             labels = loaded["labels"] if "labels" in keys else None
-        except ValueError as exc:    # object arrays need pickle, which is refused
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:    # a corrupt member; object arrays (pickle)
             raise DataError(f"cannot read arrays from {path}: {exc}", "save plain numeric arrays with numpy") from exc
     for name, arr in inputs.items():
         if arr.dtype.kind not in "fiub":

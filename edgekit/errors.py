@@ -98,3 +98,16 @@ class DeviceError(EdgekitError):
     """A device of the regression suite cannot be used: unreachable, wrong ABI, disk full, runner killed or failing."""
 
     exit_code = 14
+
+
+class VersionLockError(InputModelError):
+    """A `.nb` was written by an opt other than the one its manifest (and so the app's runtime) names."""
+
+    exit_code = 3
+
+
+class SignatureError(EdgekitError):
+    """An asset set is unsigned, or not signed by the given key, when a public key says it must be (15 is the device
+    suite's latency regression)."""
+
+    exit_code = 16

@@ -8,7 +8,7 @@ import numpy as np
 
 from . import bundle as bundle_mod
 from . import parity
-from .errors import BundleError, InputModelError
+from .errors import BundleError, InputModelError, VersionLockError
 
 
 def describe_nb(path: Path) -> dict:
@@ -57,41 +57,83 @@ def describe(path: Path) -> dict:
     bundle = bundle_mod.load(path)
     m = bundle.manifest
     problems = bundle_mod.verify(bundle)
-    if not bundle.nb_file.is_file():
+    if not bundle.nb_file.is_file() or bundle.nb_file.is_symlink():
         return {"bundle": str(path), "manifest": m, "problems": problems,
                 "text": [f"bundle {path}", f"  checksums: {'; '.join(problems)}"]}
+    bundle_mod.check_contents(bundle)
     info = describe_nb(bundle.nb_file)
-    ptext = m["parity"]
+    model, ptext, twin = m["model"], m["parity"], m["host_twin"]
+    accuracy = ptext.get("accuracy") or {}
     text = [
         f"bundle {path}",
-        f"  model {m['model']['name']}: {m['model']['target']} ({m['model']['abi']}) {m['model']['precision']}, "
-        f"built {m['created_utc']}",
+        f"  model {model['name']}: {model['target']} ({model.get('abi', '?')}) {model['precision']}, "
+        f"built {m.get('created_utc', '?')}",
         *info["text"],
-        "  inputs: " + ", ".join(f"{i['name']} {i['shape']} {i['dtype']}" for i in m["model"]["inputs"]),
-        "  outputs: " + ", ".join(m["model"]["outputs"]),
-        "  versions: " + ", ".join(f"{k} {m['versions'].get(k)}" for k in ("paddlepaddle", "paddleslim", "paddlelite", "opt", "python")),
-        f"  parity: {'passed' if ptext['passed'] else 'FAILED'} on {ptext['samples']} samples"
-        + ("; " + ", ".join(f"{k} {v:.2f} %" for k, v in ptext["accuracy"].items()) if ptext["accuracy"] else ""),
-        f"  host twin: {m['host_twin']['file']} ({m['host_twin']['bytes'] / 1024:.1f} KiB)",
+        "  inputs: " + ", ".join(f"{i['name']} {i['shape']} {i['dtype']}" for i in model["inputs"]),
+        "  outputs: " + ", ".join(model["outputs"]),
+        "  versions: " + ", ".join(f"{k} {(m.get('versions') or {}).get(k)}"
+                                   for k in ("paddlepaddle", "paddleslim", "paddlelite", "opt", "python")),
+        f"  parity: {'passed' if ptext.get('passed') else 'FAILED'} on {ptext.get('samples', '?')} samples"
+        + ("; " + ", ".join(f"{k} {v:.2f} %" for k, v in accuracy.items()) if accuracy else ""),
+        f"  host twin: {twin.get('file', '-')} ({twin.get('bytes', 0) / 1024:.1f} KiB)",
         "  tier C: " + _emulation_line(m.get("emulation")),
         f"  checksums: {'all ' + str(len(m['files'])) + ' files verify' if not problems else '; '.join(problems)}",
     ]
-    return {"bundle": str(path), "nb": info, "manifest": m, "problems": problems, "text": text}
+    found = {"bundle": str(path), "nb": info, "manifest": m, "problems": problems, "text": text}
+    if not problems:
+        try:
+            check_version_lock(bundle)
+        except VersionLockError as error:
+            error.report_lines = text        # the CLI prints the description, then the error (exit 3)
+            raise
+    return found
 
 
 def verified(path: Path) -> bundle_mod.Bundle:
-    """A bundle whose every checksum verifies (anything else is refused before it runs)."""
+    """A bundle whose every checksum verifies and whose manifest holds what readers need (else refused before it runs)."""
     bundle = bundle_mod.load(path)
     problems = bundle_mod.verify(bundle)
     if problems:
         raise BundleError(f"bundle {path} does not verify: {problems[0]}", "rebuild it with `edgekit build`")
+    bundle_mod.check_contents(bundle)
+    return bundle
+
+
+def check_version_lock(bundle: bundle_mod.Bundle, twin: bool = False) -> None:
+    """The `.nb` headers' opt version must be the manifest's: an app links the runtime the manifest names (exit 3)."""
+    from .lite.nbfile import read_header
+
+    want = bundle.manifest["model"]["opt_version"]
+    if twin and "file" not in bundle.manifest["host_twin"]:
+        raise BundleError(f"{bundle.path}: the manifest names no host twin (host_twin.file), which runs it on this host",
+                          "rebuild the bundle with `edgekit build`")
+    files = [bundle.manifest["model"]["file"]] + ([bundle.manifest["host_twin"]["file"]] if twin else [])
+    for rel in files:
+        found = read_header(bundle.path / rel).opt_version
+        if found != want:
+            raise VersionLockError(f"version lock: {bundle.path / rel} was written by opt {found}, but the manifest "
+                                   f"says {want}", "rebuild the bundle with `edgekit build`; an app refuses a model "
+                                   "written by an opt other than its runtime's version")
+
+
+def locked(path: Path, twin: bool = False) -> bundle_mod.Bundle:
+    """A verified bundle whose `.nb` headers agree with the manifest's opt version (the twin's too, to run it)."""
+    bundle = verified(path)
+    check_version_lock(bundle, twin)
     return bundle
 
 
 def golden_vectors(bundle: bundle_mod.Bundle) -> tuple[dict, list, list]:
+    """The golden inputs and reference outputs, each checked against what golden.json declares before it is read."""
+    from .data import read_npy
+
     golden = bundle.manifest["golden"]
-    feeds = {i["name"]: np.load(bundle.path / i["file"]) for i in golden["inputs"]}
-    reference = [np.load(bundle.path / o["file"]) for o in golden["outputs"]]
+
+    def read(entry: dict) -> np.ndarray:
+        return read_npy(bundle.path / entry["file"], BundleError, shape=tuple(entry["shape"]), dtype=entry["dtype"])
+
+    feeds = {i["name"]: read(i) for i in golden["inputs"]}
+    reference = [read(o) for o in golden["outputs"]]
     return feeds, reference, [o["name"] for o in golden["outputs"]]
 
 
@@ -100,19 +142,23 @@ def _emulation_line(emulation: dict | None) -> str:
         return "not recorded (bundle from an edgekit without tier C)"
     if not emulation.get("ran"):
         return f"not run: {emulation.get('reason')}"
-    return (f"ran on {emulation['samples']} samples under qemu ({emulation['abi']}, runtime {emulation['runtime_version']}, "
-            f"{emulation['int8_kernels']} INT8 kernels, {emulation.get('ms_per_sample_median')} ms/sample emulated)")
+    get = emulation.get
+    return (f"ran on {get('samples')} samples under qemu ({get('abi')}, runtime {get('runtime_version')}, "
+            f"{get('int8_kernels')} INT8 kernels, {get('ms_per_sample_median')} ms/sample emulated)")
 
 
 def replay_golden(path: Path) -> tuple[list[str], bool]:
     """Run the golden inputs through the bundle's x86 twin and apply the FP32 gates from the manifest."""
     from .lite.runtime import LiteRunner
 
-    bundle = verified(path)
+    bundle = locked(path, twin=True)
     m = bundle.manifest
+    gates = m["config"].get("gates", {})
+    if "twin_max_abs" not in gates or "twin_min_cosine" not in gates:
+        raise BundleError(f"{path}: the manifest's config.gates lacks twin_max_abs / twin_min_cosine",
+                          "rebuild the bundle with `edgekit build`")
     feeds, reference, names = golden_vectors(bundle)
     twin = LiteRunner(path / m["host_twin"]["file"], list(feeds)).run(feeds)
-    gates = m["config"]["gates"]
     tolerance = parity.Tolerance(gates["twin_max_abs"], gates["twin_min_cosine"])
     checks = tolerance.checks("A", "x86 twin .nb vs golden", parity.compare(reference, twin, names))
     lines = [f"replaying {m['golden']['count']} golden samples on {m['host_twin']['file']}"] + [c.line() for c in checks]
@@ -125,7 +171,7 @@ def replay_golden_emulated(path: Path, settings, timeout: float) -> tuple[list[s
     from .emulation import Emulator
     from .tables import TARGETS, Target
 
-    bundle = verified(path)
+    bundle = locked(path)
     m = bundle.manifest
     abi = TARGETS[Target(m["model"]["target"])].emulation
     if abi is None:

@@ -14,7 +14,6 @@ original image, the direction classifier turns crops it reads as upside down (la
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,27 +45,41 @@ class BundleModel:
     task: Task
     feed: str
     runner: object            # anything with run({feed: batch}) -> outputs (edgekit.runners.Runner)
+    takes: tuple = ()         # (dtype, shape) the model declares for its input, -1 = any; checked before it runs
 
     @classmethod
     def load(cls, path: Path, runner=None) -> "BundleModel":
-        from .inspection import verified
+        from . import limits
+        from .inspection import locked
         from .lite.runtime import LiteRunner
 
-        bundle = verified(path)
+        bundle = locked(path, twin=True)
         task_file, spec_file = path / "task.json", path / "preprocess.json"
         if not task_file.is_file():
             raise BundleError(f"{path} has no task.json: it was built without labels or ground truth",
                               "rebuild with labelled evaluation data (or a truth file) so the bundle knows its task")
-        raw = json.loads(spec_file.read_text(encoding="utf-8"))["preprocess"]
+        rebuild = "rebuild the bundle with `edgekit build`"
+        spec_json = limits.read_json(spec_file, BundleError, rebuild)
+        if not isinstance(spec_json, dict) or not isinstance(spec_json.get("preprocess", {}), (dict, type(None))):
+            raise BundleError(f"{spec_file} is not a preprocess.json (an object with a preprocess object or null)", rebuild)
+        raw = spec_json.get("preprocess")
         if raw is None:
             raise BundleError(f"{path} has no preprocessing spec (it was built from tensor data without [preprocess])",
                               "rebuild with a [preprocess] table so the bundle says how images become its input")
-        task_spec = json.loads(task_file.read_text(encoding="utf-8"))
-        feed = bundle.manifest["model"]["inputs"][0]["name"]
+        task_spec = limits.read_json(task_file, BundleError, rebuild)
+        if not isinstance(task_spec, dict) or not isinstance(task_spec.get("kind"), str) \
+                or not isinstance(task_spec.get("options", {}), dict):
+            raise BundleError(f"{task_file} is not a task.json (an object with a kind and an options object)", rebuild)
+        inputs = bundle.manifest["model"]["inputs"]
+        if len(inputs) != 1:
+            raise BundleError(f"{path}: images feed single-input models; this one has {len(inputs)} inputs",
+                              "run it on tensors instead (edgekit parity replays its golden vectors)")
+        feed = inputs[0]["name"]
         if runner is None:
             runner = LiteRunner(path / bundle.manifest["host_twin"]["file"], [feed])
         spec = PreprocessSpec.from_mapping({k: v for k, v in raw.items() if k != "order"})
-        return cls(path, spec, make_task(task_spec["kind"], task_spec["options"]), feed, runner)
+        return cls(path, spec, make_task(task_spec["kind"], task_spec.get("options", {})), feed, runner,
+                   (inputs[0]["dtype"], tuple(inputs[0]["shape"])))
 
     @property
     def input_size(self) -> tuple[int, int]:
@@ -76,7 +89,16 @@ class BundleModel:
         return self.spec.apply(image)
 
     def outputs(self, image: np.ndarray) -> list[np.ndarray]:
-        return self.runner.run({self.feed: self.tensor(image)[None]})
+        batch = self.tensor(image)[None]
+        if self.takes:
+            dtype, shape = self.takes
+            if batch.dtype.name != dtype or len(shape) != batch.ndim or any(
+                    d not in (-1, n) for d, n in zip(shape[1:], batch.shape[1:])):
+                # Paddle-Lite does not check what it is fed: a wrong shape is a crash there, an error here
+                raise BundleError(f"{self.path}: preprocess.json makes {batch.dtype.name} {list(batch.shape[1:])} "
+                                  f"tensors, the model takes {dtype} {list(shape[1:])} (-1 = any)",
+                                  "rebuild the bundle with `edgekit build`; its preprocess.json was edited")
+        return self.runner.run({self.feed: batch})
 
     def predict(self, image: np.ndarray) -> object:
         """The task's readable result for one image (detections in the image's own pixels)."""
@@ -113,6 +135,10 @@ def sort_boxes(boxes: Sequence[Sequence[float]]) -> list[int]:
     return order
 
 
+def _article(word: str) -> str:
+    return f"{'an' if word[:1].lower() in 'aeiou' else 'a'} {word}"
+
+
 def crop(image: np.ndarray, box: Sequence[float]) -> np.ndarray:
     """The pixels a box covers: edges rounded outwards (floor/ceil), clamped to the image."""
     height, width = image.shape[:2]
@@ -126,7 +152,7 @@ def ocr_system(image: np.ndarray, det: BundleModel, rec: BundleModel, cls: Bundl
     """Text lines of a page: box (image pixels), text and confidence, direction when a classifier is given."""
     for model, kind in ((det, TaskKind.ocr_det), (rec, TaskKind.ocr_rec), (cls, TaskKind.ocr_cls)):
         if model is not None and model.task.kind is not kind:
-            raise BundleError(f"{model.path} is a {model.task.kind.value} bundle, not {kind.value}",
+            raise BundleError(f"{model.path} is {_article(model.task.kind.value)} bundle, not {kind.value}",
                               "pass the detection, recognition and direction bundles in their places")
     found = det.predict(image)
     boxes = [r["box"] for r in found]

@@ -67,8 +67,14 @@ def load_onnx(path: Path):
     if path.stat().st_size == 0:
         raise InputModelError(f"ONNX model {path} is empty", "re-export it or check the download")
     try:
-        model = onnx.load(str(path))
-    except Exception as exc:  # protobuf DecodeError, external-data OSError, ...: the file is not usable either way
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # protobuf DecodeError, ...: the file is not usable either way
+        raise InputModelError(f"{path} is not a readable ONNX model ({type(exc).__name__}: {_first_line(exc)})",
+                              "re-export it (torch.onnx.export / paddle2onnx) or check the download") from exc
+    check_external_data(model, path)
+    try:
+        onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
+    except Exception as exc:  # external-data OSError, ...
         raise InputModelError(f"{path} is not a readable ONNX model ({type(exc).__name__}: {_first_line(exc)})",
                               "re-export it (torch.onnx.export / paddle2onnx) or check the download") from exc
     try:
@@ -79,6 +85,44 @@ def load_onnx(path: Path):
     if not model.graph.node or not graph_inputs(model) or not model.graph.output:
         raise InputModelError(f"{path} holds no graph (no nodes, inputs or outputs)", "re-export the model")
     return model
+
+
+def check_external_data(model, path: Path) -> None:
+    """Every tensor stored outside the .onnx must be a file in the model's own folder.
+
+    A location is the model's word for a file to read into model.nb: an absolute path,
+    `..` or a link out of the folder (`link.bin -> /some/secret`) would put another
+    file's bytes into the bundle. ONNX Runtime reads the same locations, so this runs
+    before either engine sees the model.
+    """
+    import onnx.external_data_helper as external
+
+    folder = path.parent.resolve()
+    for tensor in _tensors(model.graph):
+        if not external.uses_external_data(tensor):
+            continue
+        location = external.ExternalDataInfo(tensor).location
+        resolved = (folder / location).resolve()
+        if (not location or Path(location).is_absolute() or ".." in Path(location).parts or "\\" in location
+                or (resolved != folder and folder not in resolved.parents)):
+            raise InputModelError(f"{path}: tensor {tensor.name!r} keeps its data at {location!r}, outside the model's "
+                                  f"folder {folder}", "keep the external-data files beside the .onnx (no absolute "
+                                  "paths, '..' or links out of the folder), or save the model with its weights inside")
+
+
+def _tensors(graph) -> Iterator:
+    """Every TensorProto of a graph: initializers, sparse ones, node attributes, and those of its subgraphs."""
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield sparse.values
+        yield sparse.indices
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+        for sub in _subgraphs(node):
+            yield from _tensors(sub)
 
 
 def graph_inputs(model) -> list:

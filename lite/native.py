@@ -252,8 +252,10 @@ def build(abi: Abi | str, runtime: LiteRuntime | None, cache_root: Path, *, time
             for argv in steps:
                 done = proc.run(argv, timeout=timeout, what=f"cmake ({abi.value})")
                 if done.returncode != 0:
+                    # the scratch folder is deleted when this block ends: the hint names a folder to pick instead
+                    by_hand = " ".join("BUILD_DIR" if a == str(scratch) else a for a in argv)
                     raise ToolError(f"building native/ for {abi.value} failed: {done.tail(4)}",
-                                    f"rerun by hand: {' '.join(argv)}")
+                                    f"rerun by hand with a build folder of your choice: {by_hand}")
             seconds = time.monotonic() - start
             (scratch / marker.name).write_text(json.dumps({"key": key, "inputs": inputs, "seconds": round(seconds, 1),
                                                            "argv": steps}, indent=2) + "\n")

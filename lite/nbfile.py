@@ -71,7 +71,11 @@ def zero_version_padding(path: Path) -> int:
 # Paddle-Lite's enums (paddlelite.lite.TargetType / PrecisionType / DataLayoutType in 2.13rc0).
 TARGET_NAMES = {0: "Unk", 1: "Host", 2: "X86", 4: "ARM", 5: "OpenCL", 6: "Any", 7: "FPGA", 9: "XPU", 17: "Metal", 18: "NNAdapter"}
 PRECISION_NAMES = {0: "Unk", 1: "FP32", 2: "INT8", 3: "INT32", 4: "Any", 5: "FP16", 6: "BOOL", 7: "INT64", 8: "INT16", 9: "UINT8", 10: "FP64"}
-_KERNEL = re.compile(rb"([a-z][a-z0-9_]*)/([a-z0-9_]+)/(\d{1,2})/(\d{1,2})/(\d{1,2})\0")
+# A kernel string starts right after a NUL: the top byte of its uint32 LE length prefix (strings < 16 MiB). Anchoring
+# on it keeps the scan linear: only a position after a NUL starts a match attempt, and the classes cannot overlap
+# ('/' ends each run), so each byte is looked at a bounded number of times. Without the anchor, a long run of
+# letters (an 80 KB crafted .nb) made every position rescan the run: quadratic, a minute per 80 KB.
+_KERNEL = re.compile(rb"(?<=\0)([a-z][a-z0-9_]*)/([a-z0-9_]+)/(\d{1,2})/(\d{1,2})/(\d{1,2})\0")
 
 
 @dataclass(frozen=True)
