@@ -1,0 +1,336 @@
+"""edgekit.export.paddlex: PaddleX / PaddleOCR 3.x inference.yml -> [preprocess] and [task] tables (pure logic)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from edgekit import config
+from edgekit.config import InputSpec
+from edgekit.data import PreprocessSpec
+from edgekit.errors import InputModelError
+from edgekit.export import paddlex
+from edgekit.export.paddlex import check_against_program, find_model_yml, merge_tables, read_model_yml
+from edgekit.tasks import TaskKind, make_task
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "paddlex"
+EXAMPLES = Path(config.__file__).parent / "examples" / "ppocr"
+IMAGENET = {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225], "scale": 1.0 / 255.0}
+REC_DICTIONARY = (["\u3000", "一", "中", "文", "字", "识", "别"] + list("0123456789abcdefghijklmnopqrstuvwxyzABCXYZ")
+                  + ["'", '"', ":", "#", "-", "&", "*", "!", "%", "@", "?", "|", ">", "[", "{", ",", ".", "/", "\\",
+                     "～", "€"])
+
+
+def sample(name: str) -> paddlex.ModelDescription:
+    return read_model_yml(DATA / name / "inference.yml")
+
+
+def write(tmp_path: Path, text: str, name: str = "inference.yml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def refused(tmp_path: Path, text: str, **kwargs) -> str:
+    with pytest.raises(InputModelError) as caught:
+        read_model_yml(write(tmp_path, text), **kwargs)
+    message = caught.value.message
+    assert "\n" not in message and caught.value.hint, message     # one line, with what to do next
+    return message
+
+
+def spec_of(table: dict) -> PreprocessSpec:
+    return PreprocessSpec.from_mapping(table)                      # what config.py does with a [preprocess] table
+
+
+def ocr_yml(transform_ops: str, postprocess: str = "  name: DBPostProcess\n") -> str:
+    return f"Global:\n  model_name: test\nPreProcess:\n  transform_ops:\n{transform_ops}PostProcess:\n{postprocess}"
+
+
+# --- each sample file -> its tables ---------------------------------------------------------------
+
+def test_text_detection_sample():
+    desc = sample("PP-OCRv5_mobile_det")
+    assert (desc.dialect, desc.model_name, desc.paddlex_task, desc.kind) == (
+        "paddleocr", "PP-OCRv5_mobile_det", "text_detection", TaskKind.ocr_det)
+    assert desc.preprocess == {"color": "bgr", "interpolation": "linear", "layout": "NCHW", **IMAGENET}
+    assert desc.task == {"kind": "ocr_det", "thresh": 0.3, "box_thresh": 0.6, "unclip_ratio": 1.5}
+    assert desc.input_name == "x" and desc.input_shape == (-1, 3, -1, -1)       # Hpi: H and W range 160..1280
+    assert desc.typical_shape == (-1, 3, 640, 640)                              # Hpi's opt shape
+    assert any("DetResizeForTest (resize_long 960)" in n for n in desc.notes)
+    task = make_task(desc.task["kind"], {k: v for k, v in desc.task.items() if k != "kind"})
+    assert (task.thresh, task.box_thresh, task.unclip_ratio) == (0.3, 0.6, 1.5)
+
+
+def test_text_detection_pages_take_the_programs_fixed_size():
+    desc = check_against_program(sample("PP-OCRv5_mobile_det"), [InputSpec("x", (-1, 3, 640, 960))])
+    assert desc.preprocess["resize"] == [640, 960] and desc.input_shape == (-1, 3, 640, 960)
+    assert spec_of(desc.preprocess).apply(np.zeros((100, 50, 3), np.uint8)).shape == (3, 640, 960)
+    assert any("stretched to the program's input size 640x960" in n for n in desc.notes)
+
+
+def test_text_recognition_sample_and_dictionary_convention():
+    desc = sample("PP-OCRv5_mobile_rec")
+    assert (desc.paddlex_task, desc.kind, desc.input_shape) == ("text_recognition", TaskKind.ocr_rec, (-1, 3, 48, -1))
+    assert desc.typical_shape == (-1, 3, 48, 320)
+    assert desc.preprocess == {"color": "bgr", "resize": [48, 320], "resize_mode": "fit_height", "pad_value": 0.0,
+                               "interpolation": "linear", "scale": 1.0 / 255.0, "mean": [0.5], "std": [0.5],
+                               "layout": "NCHW"}
+    assert desc.task == {"kind": "ocr_rec", "dictionary": REC_DICTIONARY, "use_space_char": True}
+    assert list(desc.labels) == REC_DICTIONARY and len(REC_DICTIONARY) == 70
+    task = make_task("ocr_rec", {k: v for k, v in desc.task.items() if k != "kind"})
+    # PaddleX's CTCLabelDecode: ["blank"] + character_dict + [" "]; edgekit's ocr_rec: the same classes
+    assert task.characters == ("",) + tuple(REC_DICTIONARY) + (" ",) and len(task.characters) == 72
+    steps = [REC_DICTIONARY.index(c) + 1 for c in "aa"] + [0, REC_DICTIONARY.index("a") + 1, 71,
+                                                          REC_DICTIONARY.index("中") + 1, REC_DICTIONARY.index("'") + 1]
+    probs = np.eye(72, dtype=np.float32)[steps][None]
+    assert task.postprocess([probs])[0]["text"] == "aa 中'"
+
+
+def test_text_recognition_width_follows_the_program_height_must_match():
+    desc = sample("PP-OCRv5_mobile_rec")
+    wide = check_against_program(desc, [InputSpec("x", (-1, 3, 48, 480))])
+    assert wide.preprocess["resize"] == [48, 480] and wide.input_shape == (-1, 3, 48, 480)
+    assert spec_of(wide.preprocess).apply(np.zeros((20, 40, 3), np.uint8)).shape == (3, 48, 480)
+    assert check_against_program(desc, [InputSpec("x", (-1, 3, 48, -1))]).preprocess["resize"] == [48, 320]
+    with pytest.raises(InputModelError, match=r"height 48 .* has 32") as caught:
+        check_against_program(desc, [InputSpec("x", (-1, 3, 32, 320))])
+    assert "inference.yml" in caught.value.hint
+    with pytest.raises(InputModelError, match=r"channels 3 .* has 1 \(\[-1, 1, 48, 320\]\)"):
+        check_against_program(desc, [InputSpec("x", (-1, 1, 48, 320))])
+    with pytest.raises(InputModelError, match=r"4-D image input .* is \[-1, 320\]"):
+        check_against_program(desc, [InputSpec("x", (-1, 320))])
+
+
+def test_textline_orientation_sample():
+    desc = sample("PP-LCNet_x1_0_textline_ori")
+    assert (desc.dialect, desc.paddlex_task, desc.kind) == ("paddleclas", "textline_orientation", TaskKind.ocr_cls)
+    assert desc.preprocess == {"color": "rgb", "resize": [80, 160], "interpolation": "linear", "layout": "NCHW",
+                               **IMAGENET}
+    assert desc.task == {"kind": "ocr_cls", "labels": ["0", "180"]} and desc.labels == ("0", "180")
+    assert desc.input_shape == (-1, 3, 80, 160) and desc.typical_shape is None      # no Hpi section
+    assert check_against_program(desc, [InputSpec("x", (-1, 3, -1, -1))]).preprocess == desc.preprocess
+    with pytest.raises(InputModelError, match=r"height 80 .* has 48"):
+        check_against_program(desc, [InputSpec("x", (-1, 3, 48, 192))])
+
+
+def test_image_classification_sample():
+    desc = sample("PP-LCNet_x1_0")
+    assert (desc.paddlex_task, desc.kind, desc.input_shape) == ("image_classification", TaskKind.classification,
+                                                                (-1, 3, 224, 224))
+    assert desc.preprocess == {"color": "rgb", "resize": [256, 256], "crop": [224, 224], "interpolation": "linear",
+                               "layout": "NCHW", **IMAGENET}
+    names = ["tench", "goldfish", "great white shark", "tiger shark", "hammerhead"]
+    assert desc.task == {"kind": "classification", "labels": names} and list(desc.labels) == names
+    assert any("resize_short 256" in n for n in desc.notes) and any("topk 5" in n for n in desc.notes)
+    checked = check_against_program(desc, [InputSpec("x", (-1, 3, -1, -1))])
+    assert checked.preprocess == desc.preprocess and checked.input_shape == (-1, 3, 224, 224)
+    assert spec_of(desc.preprocess).apply(np.zeros((300, 400, 3), np.uint8)).shape == (3, 224, 224)
+
+
+def test_object_detection_sample_picks_the_image_feed():
+    desc = sample("PicoDet-S")
+    assert (desc.dialect, desc.paddlex_task, desc.kind, desc.task) == ("paddledet", "object_detection", None, {})
+    assert desc.labels == ("person", "bicycle", "car", "motorcycle")
+    assert desc.preprocess == {"color": "rgb", "resize": [320, 320], "interpolation": "linear", "layout": "NCHW",
+                               **IMAGENET}
+    assert any("interp 2 (cubic)" in n for n in desc.notes) and any("no object-detection task" in n for n in desc.notes)
+    feeds = [InputSpec("im_shape", (-1, 2)), InputSpec("image", (-1, 3, 320, 320)), InputSpec("scale_factor", (-1, 2))]
+    assert check_against_program(desc, feeds).input_name == "image"
+    renamed = check_against_program(sample("PP-OCRv5_mobile_det"), [InputSpec("image", (-1, 3, 640, 640))])
+    assert renamed.input_name == "image" and any("names the image input 'x'" in n for n in renamed.notes)
+    with pytest.raises(InputModelError, match=r"'image' has 416"):
+        check_against_program(desc, [feeds[0], InputSpec("image", (-1, 3, 416, 416)), feeds[2]])
+
+
+def test_semantic_segmentation_sample():
+    desc = sample("PP-LiteSeg-T")
+    assert (desc.dialect, desc.paddlex_task, desc.kind, desc.input_shape) == (
+        "paddleseg", "semantic_segmentation", None, (-1, 3, -1, -1))
+    assert desc.preprocess == {"color": "rgb", "interpolation": "linear", "layout": "NCHW", "scale": 1.0 / 255.0,
+                               "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]}
+    assert check_against_program(desc, [InputSpec("x", (-1, 3, 512, 1024))]).preprocess["resize"] == [512, 1024]
+
+
+# --- the same as the hand-written example tomls --------------------------------------------------
+
+def example_preprocess(name: str) -> PreprocessSpec:
+    return spec_of(config.load_toml(EXAMPLES / name)["preprocess"])
+
+
+def test_paddleocr_direction_classifier_equals_the_example_cls_toml(tmp_path):
+    path = write(tmp_path, ocr_yml("  - DecodeImage: {channel_first: false, img_mode: RGB}\n"
+                                   "  - ClsLabelEncode: null\n  - ClsResizeImg: {image_shape: [3, 48, 192]}\n"
+                                   "  - KeepKeys: {keep_keys: [image, label]}\n",
+                                   "  name: ClsPostProcess\n  label_list: ['0', '180']\n"))
+    desc = read_model_yml(path)
+    assert (desc.paddlex_task, desc.kind, desc.input_shape) == ("textline_orientation", TaskKind.ocr_cls,
+                                                                (-1, 3, 48, 192))
+    assert spec_of(desc.preprocess) == example_preprocess("cls.toml")
+    assert desc.task == {"kind": "ocr_cls", "labels": ["0", "180"]}
+
+
+def test_recognition_sample_equals_the_example_rec_toml_but_for_the_channel_order():
+    desc = sample("PP-OCRv5_mobile_rec")
+    # the rapidocr ONNX example is fed RGB; a PaddleX model says BGR (DecodeImage img_mode) and is fed BGR
+    assert spec_of({**desc.preprocess, "color": "rgb"}) == example_preprocess("rec.toml")
+
+
+def toml_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)              # a valid TOML basic string
+    return "[" + ", ".join(toml_value(v) for v in value) + "]"
+
+
+@pytest.mark.parametrize("name", ["PP-OCRv5_mobile_det", "PP-OCRv5_mobile_rec", "PP-LCNet_x1_0_textline_ori",
+                                  "PP-LCNet_x1_0"])
+def test_tables_resolve_through_config_as_a_toml(tmp_path, name):
+    desc = sample(name)
+    lines = ['[model]', 'model_file = "inference.json"', "[preprocess]"]
+    lines += [f"{k} = {toml_value(v)}" for k, v in desc.preprocess.items()]
+    lines += ["[task]"] + [f"{k} = {toml_value(v)}" for k, v in desc.task.items()]
+    cfg = config.resolve(write(tmp_path, "\n".join(lines) + "\n", "edgekit.toml"), {}, environ={})
+    assert cfg.data.preprocess == spec_of(desc.preprocess)
+    assert cfg.task.kind == desc.kind.value
+    assert cfg.task.options == {k: v for k, v in desc.task.items() if k != "kind"}
+
+
+# --- edgekit.toml over the yml ----------------------------------------------------------------------
+
+def test_merge_tables_toml_wins_key_by_key():
+    desc = sample("PP-OCRv5_mobile_det")
+    pre, task = merge_tables(desc, {"color": "rgb", "resize": [320, 640]}, {"box_thresh": 0.5})
+    assert pre == {**desc.preprocess, "color": "rgb", "resize": [320, 640]}
+    assert task == {**desc.task, "box_thresh": 0.5}
+    assert merge_tables(desc) == (desc.preprocess, desc.task) and merge_tables(desc)[0] is not desc.preprocess
+    _, other = merge_tables(desc, None, {"kind": "classification", "labels": ["a", "b"]})
+    assert other == {"kind": "classification", "labels": ["a", "b"]}       # another task: none of the DB options
+
+
+def test_sections_edgekit_toml_gives_are_not_read(tmp_path):
+    text = ocr_yml("  - GridMask: {ratio: 0.5}\n  - ToCHWImage: null\n")
+    assert "GridMask" in refused(tmp_path, text)
+    desc = read_model_yml(tmp_path / "inference.yml", overridden={"preprocess"})
+    assert desc.preprocess == {} and desc.input_shape is None and desc.kind == TaskKind.ocr_det
+    assert desc.task == {"kind": "ocr_det", "thresh": 0.3, "box_thresh": 0.6, "unclip_ratio": 2.0}
+    assert any("preprocessing from edgekit.toml" in n for n in desc.notes)
+    bad_dict = ocr_yml("  - ToCHWImage: null\n", "  name: CTCLabelDecode\n  character_dict: [ab]\n")
+    assert "character_dict[0]" in refused(tmp_path, bad_dict)
+    desc = read_model_yml(tmp_path / "inference.yml", overridden={"task"})
+    assert desc.task == {} and desc.kind is None and desc.preprocess["layout"] == "NCHW"
+    rec = read_model_yml(DATA / "PP-OCRv5_mobile_rec" / "inference.yml", overridden={"task", "preprocess"})
+    assert (rec.task, rec.preprocess, rec.kind, rec.input_shape) == ({}, {}, TaskKind.ocr_rec, (-1, 3, 48, -1))
+    assert not any("RecResizeImg" in n for n in rec.notes)          # no notes about settings edgekit does not use
+
+
+# --- what is refused, and what is only noted ---------------------------------------------------------
+
+@pytest.mark.parametrize("ops, post, expected", [
+    ("  - GridMask: {ratio: 0.5}\n", None, r"transform_ops\[0\] GridMask: edgekit does not know this preprocessing"),
+    ("  - NormalizeImage: {scale: 1./255., shift: 2}\n", None, r"NormalizeImage has setting\(s\) .*: shift"),
+    ("  - NormalizeImage: {channel_num: 4}\n", None, r"NormalizeImage.channel_num 4"),
+    ("  - NormalizeImage: {scale: 1/0}\n", None, r"scale is '1/0', not a number or a fraction"),
+    ("  - NormalizeImage: {scale: abc}\n", None, r"scale is 'abc'"),
+    ("  - NormalizeImage: {mean: [0.5, x]}\n", None, r"NormalizeImage.mean is 'x', not a number"),
+    ("  - DecodeImage: {channel_first: true, img_mode: BGR}\n", None, r"channel_first is true"),
+    ("  - DecodeImage: {img_mode: HSV}\n", None, r"img_mode is 'HSV'"),
+    ("  - DecodeImage: {img_mode: GRAY}\n  - RecResizeImg: {image_shape: [3, 48, 320]}\n", None,
+     r"image_shape has 3 channel\(s\) but the image is read as gray"),
+    ("  - RecResizeImg: {image_shape: [3, 48]}\n", None, r"image_shape is \[3, 48\], not 3 positive integers"),
+    ("  - DetResizeForTest: {image_shape: [0, 640]}\n", None, r"image_shape is \[0, 640\]"),
+    ("  - NormalizeImage: {mean: [0.5, 0.5]}\n", None, r"unusable edgekit preprocess \(preprocess.mean has 2 values"),
+    ("  - ToCHWImage: null\n", "  name: CTCLabelDecode\n  character_dict: [a, 7]\n",
+     r"character_dict\[1\] is 7, not one character \(quote entries"),
+    ("  - ToCHWImage: null\n", "  name: CTCLabelDecode\n  character_dict: [a, bc]\n", r"character_dict\[1\] is 'bc'"),
+    ("  - ToCHWImage: null\n", "  name: DBPostProcess\n  thresh: high\n", r"PostProcess.thresh is 'high', not a number"),
+    ("  - ToCHWImage: null\n", "  name: DBPostProcess\n  box_thresh: 3\n", r"unusable edgekit task .*box_thresh"),
+    ("  - ToCHWImage: null\n", "  name: ClsPostProcess\n  label_list: ['0']\n", r"label_list has 1 label"),
+    ("  - op_without_settings\n", None, r"transform_ops\[0\] is not a single-key mapping"),
+])
+def test_refused_entries_are_named(tmp_path, ops, post, expected):
+    text = ocr_yml(ops, post) if post else ocr_yml(ops)
+    assert re.search(expected, refused(tmp_path, text)), refused(tmp_path, text)
+
+
+def test_a_yml_contradicting_itself_is_refused(tmp_path):
+    hpi = ("Hpi:\n  backend_configs:\n    paddle_infer:\n      trt_dynamic_shapes:\n"
+           "        x: [[1, 3, 32, 100], [1, 3, 32, 320], [8, 3, 32, 3200]]\n")
+    text = hpi + ocr_yml("  - RecResizeImg: {image_shape: [3, 48, 320]}\n",
+                         "  name: CTCLabelDecode\n  character_dict: [a, b]\n")
+    assert "contradicts itself" in refused(tmp_path, text) and "[-1, 3, 32, -1]" in refused(tmp_path, text)
+
+
+def test_postprocess_edgekit_has_no_task_for_is_a_note(tmp_path):
+    desc = read_model_yml(write(tmp_path, ocr_yml("  - ToCHWImage: null\n", "  name: SLALabelDecode\n")))
+    assert (desc.kind, desc.task, desc.paddlex_task) == (None, {}, "table_structure_recognition")
+    assert any("SLALabelDecode: edgekit has no task" in n for n in desc.notes)
+
+
+def test_db_settings_only_paddlex_uses_are_notes_and_defaults_are_paddlexs(tmp_path):
+    post = "  name: DBPostProcess\n  max_candidates: 1000\n  use_dilation: true\n  box_type: poly\n"
+    desc = read_model_yml(write(tmp_path, ocr_yml("  - ToCHWImage: null\n", post)))
+    assert desc.task == {"kind": "ocr_det", "thresh": 0.3, "box_thresh": 0.6, "unclip_ratio": 2.0}
+    assert [n.split(":")[0] for n in desc.notes if "DB" in n] == ["PostProcess.use_dilation True",
+                                                                  "PostProcess.box_type poly"]
+
+
+def test_training_only_ops_unknown_sections_and_label_variants(tmp_path):
+    text = "Extra: 1\n" + ocr_yml("  - DetLabelEncode: null\n  - KeepKeys: {keep_keys: [image]}\n",
+                                  "  Topk:\n    topk: 1\n    label_list: [0, 90, 180, 270]\n")
+    desc = read_model_yml(write(tmp_path, text.replace("model_name: test", "model_name: PP-LCNet_x1_0_doc_ori")))
+    assert desc.paddlex_task == "doc_img_orientation_classification" and desc.kind == TaskKind.classification
+    assert desc.labels == ("0", "90", "180", "270") and "top-level 'Extra' ignored" in desc.notes
+    assert desc.preprocess["layout"] == "NHWC" and desc.input_shape == (-1, -1, -1, 3)
+
+
+def test_scale_strings_are_read_without_eval():
+    assert paddlex._scale("1./255.", "s") == pytest.approx(1 / 255)
+    assert paddlex._scale("1.0 / 255.0", "s") == pytest.approx(1 / 255)
+    assert paddlex._scale("0.5", "s") == 0.5 and paddlex._scale(2, "s") == 2.0
+    for bad in ("__import__('os')", "1/255/3", "", True, -1):
+        with pytest.raises(paddlex._Refusal):
+            paddlex._scale(bad, "s")
+
+
+# --- malformed and hostile files -----------------------------------------------------------------------
+
+def test_malformed_files_are_one_line_errors(tmp_path):
+    assert "not valid YAML" in refused(tmp_path, "PreProcess: [a, b\n") and "line" in refused(tmp_path, "a: [b\n")
+    assert "holds a list, not a mapping" in refused(tmp_path, "- a\n- b\n")
+    assert "no PreProcess, Preprocess or Deploy" in refused(tmp_path, "Global: {model_name: x}\n")
+    assert "not a list of operations" in refused(tmp_path, "PreProcess: {transform_ops: 3}\nPostProcess: {}\n")
+    (tmp_path / "inference.yml").write_bytes(b"Global:\n  model_name: \xff\xfe\n")
+    with pytest.raises(InputModelError, match="not UTF-8"):
+        read_model_yml(tmp_path / "inference.yml")
+    with pytest.raises(InputModelError, match="cannot read"):
+        read_model_yml(tmp_path / "missing.yml")
+
+
+def test_huge_deep_and_exploding_files_are_refused_before_loading(tmp_path, monkeypatch):
+    deep = "a: " + "[" * (paddlex.MAX_YML_DEPTH + 2) + "]" * (paddlex.MAX_YML_DEPTH + 2) + "\n"
+    assert "MAX_YML_DEPTH" in refused(tmp_path, deep)
+    laughs = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    laughs += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]    # 10^9 values
+    assert "MAX_YML_NODES" in refused(tmp_path, "\n".join(laughs) + "\n")
+    monkeypatch.setattr(paddlex, "MAX_YML_BYTES", 100)
+    assert "MAX_YML_BYTES" in refused(tmp_path, "Global: {model_name: " + "x" * 200 + "}\n")
+
+
+def test_find_model_yml_and_json_record(tmp_path):
+    folder = tmp_path / "PP-OCRv5_mobile_det"
+    folder.mkdir()
+    assert find_model_yml(folder) is None
+    (folder / "inference.yml").write_text((DATA / "PP-OCRv5_mobile_det" / "inference.yml").read_text("utf-8"), "utf-8")
+    assert find_model_yml(folder) == folder / "inference.yml" == find_model_yml(folder / "inference.json")
+    first, again = read_model_yml(folder / "inference.yml"), read_model_yml(folder / "inference.yml")
+    assert first == again and first.sha256 == sample("PP-OCRv5_mobile_det").sha256
+    record = json.loads(json.dumps(first.to_json()))
+    assert record["kind"] == "ocr_det" and record["input_shape"] == [-1, 3, -1, -1]
