@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "edgekit/platform.h"
 #include "edgekit/stats.h"
 
 #ifndef EDGEKIT_VERSION
@@ -35,20 +36,6 @@ Json tensor_json(const TensorRecord& t) {
   return out;
 }
 
-const char* compiled_abi() {
-#if defined(__aarch64__)
-  return "aarch64";
-#elif defined(__arm__) && defined(__ARM_PCS_VFP)
-  return "armhf";
-#elif defined(__arm__)
-  return "armel";
-#elif defined(__x86_64__)
-  return "x86_64";
-#else
-  return "unknown";
-#endif
-}
-
 }  // namespace
 
 void RunReport::fail(const Error& e) {
@@ -61,7 +48,7 @@ void RunReport::fail(const Error& e) {
 Json runner_identity() {
   Json out = Json::object();
   out.set("version", EDGEKIT_VERSION);
-  out.set("abi", compiled_abi());
+  out.set("abi", platform::compiled_abi());
 #if defined(__clang__)
   out.set("compiler", std::string("clang ") + __clang_version__);
 #elif defined(__GNUC__)

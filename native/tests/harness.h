@@ -75,18 +75,19 @@ inline void expect_error(const char* file, int line, const std::function<void()>
   fail(file, line, std::string("expected an edgekit::Error (") + exit_code_name(code) + ")");
 }
 
-// Runs the registered cases whose suite is in `suites` (all when empty), one "ok"/"FAIL" line each; 0 when all
+// Runs the registered cases whose suite (or full "suite.name") is in `suites` (all when empty), one "ok"/"FAIL" line each; 0 when all
 // passed and at least one ran.
 inline int run_cases(const std::vector<std::string>& suites) {
   int failed = 0, ran = 0;
   for (const auto& c : registry()) {
     bool wanted = suites.empty();
-    for (const auto& s : suites) wanted = wanted || c.name.rfind(s + ".", 0) == 0;
+    for (const auto& s : suites) wanted = wanted || c.name == s || c.name.rfind(s + ".", 0) == 0;
     if (!wanted) continue;
     ++ran;
     try {
       c.fn();
       std::printf("ok   %s\n", c.name.c_str());
+      std::fflush(stdout);  // a sanitizer abort in the next case must not swallow this line
     } catch (const Failure& f) {
       ++failed;
       std::printf("FAIL %s\n     %s\n", c.name.c_str(), f.message.c_str());

@@ -46,6 +46,10 @@ EK_TEST(json, numbers_are_shortest_round_trip) {
   EK_CHECK_EQ(edgekit::json_number(4.203), std::string("4.203"));
   EK_CHECK_EQ(edgekit::json_number(1e21), std::string("1e+21"));
   EK_CHECK_EQ(edgekit::json_number(-0.5), std::string("-0.5"));
+  // found by fuzz_json: the largest double came out as "2e+308" (infinity), -0.0 as the integer 0
+  EK_CHECK_EQ(edgekit::json_number(std::numeric_limits<double>::max()), std::string("1.7976931348623157e+308"));
+  EK_CHECK_EQ(edgekit::json_number(-0.0), std::string("-0.0"));
+  EK_CHECK(std::signbit(Json::parse(edgekit::json_number(-0.0)).as_number()));
   EK_CHECK_EQ(edgekit::json_number(std::nan("")), std::string("null"));
   EK_CHECK_EQ(edgekit::json_number(std::numeric_limits<double>::infinity()), std::string("null"));
   const double third = 1.0 / 3.0;
@@ -86,7 +90,7 @@ EK_TEST(json, rejects_malformed_text) {
     EK_CHECK_ERROR(Json::parse(bad), input, "invalid JSON");
   }
   std::string deep(300, '[');
-  EK_CHECK_ERROR(Json::parse(deep), input, "nested too deeply");
+  EK_CHECK_ERROR(Json::parse(deep), input, "beyond the limit MAX_JSON_DEPTH");
 }
 
 EK_TEST(json, type_mismatch_is_an_error) {

@@ -1,5 +1,6 @@
 #include "edgekit/assets.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -24,6 +25,7 @@ const char* const kBundleKeys[] = {"model", "host_twin", "golden", "files", "par
 struct Listed {
   std::string sha256;
   std::uint64_t bytes = 0;
+  fs::path resolved;  // inside the root, symlinks resolved: what is checked is what is hashed
 };
 using FileTable = std::map<std::string, Listed>;  // relative path (as written) -> expected
 
@@ -61,6 +63,23 @@ bool safe_relative(const std::string& rel) {
   return true;
 }
 
+// Where `rel` really is: symlinks resolved (std::filesystem::weakly_canonical, so a missing
+// file still has an answer), and refused when that lies outside `root` (already
+// canonical). The textual check above cannot see a symlink such as golden/x -> ~/.ssh.
+fs::path resolve_inside(const std::string& root, const std::string& rel, const std::string& index_name,
+                        AssetKind kind) {
+  std::error_code ec;
+  const fs::path resolved = fs::weakly_canonical(fs::path(root) / rel, ec);
+  const fs::path inner = ec ? fs::path("..") : resolved.lexically_relative(root);
+  if (inner.empty() || *inner.begin() == ".." || inner.is_absolute()) {
+    refuse(Refusal::schema,
+           index_name + " lists \"" + rel + "\", which resolves to " + (ec ? "nothing readable" : resolved.string()) +
+               ", outside the folder (a symlink leaving it?)",
+           "replace the link by the file itself; " + repackage_hint(kind));
+  }
+  return resolved;
+}
+
 Json read_index(const std::string& file, AssetKind kind) {
   Json doc;
   try {
@@ -72,7 +91,7 @@ Json read_index(const std::string& file, AssetKind kind) {
   return doc;
 }
 
-FileTable file_table(const Json& doc, const std::string& index_name, AssetKind kind) {
+FileTable file_table(const std::string& root, const Json& doc, const std::string& index_name, AssetKind kind) {
   const Json& files = member(doc, "files", index_name, kind);
   if (!files.is_object()) refuse(Refusal::schema, index_name + " \"files\" is not an object", repackage_hint(kind));
   FileTable table;
@@ -87,7 +106,8 @@ FileTable file_table(const Json& doc, const std::string& index_name, AssetKind k
       refuse(Refusal::schema, index_name + " entry \"" + rel + "\" lacks a sha256 (64 hex digits) or a byte count",
              repackage_hint(kind));
     }
-    Listed listed{sha->as_string(), bytes ? static_cast<std::uint64_t>(bytes->as_int()) : UINT64_MAX};
+    Listed listed{sha->as_string(), bytes ? static_cast<std::uint64_t>(bytes->as_int()) : UINT64_MAX,
+                  resolve_inside(root, rel, index_name, kind)};
     table.emplace(rel, listed);
   }
   return table;
@@ -95,11 +115,11 @@ FileTable file_table(const Json& doc, const std::string& index_name, AssetKind k
 
 // Every listed file: present, its size, its sha256. Sizes first, so a truncated
 // model is refused without hashing the rest of the set.
-void verify_files(const std::string& root, const FileTable& table, AssetKind kind, AssetSet& out) {
+void verify_files(const FileTable& table, AssetKind kind, AssetSet& out) {
   const std::string index_name = kind == AssetKind::asset_set ? kAssetsIndex : kBundleManifest;
   for (const auto& [rel, listed] : table) {
     std::error_code ec;
-    const fs::path path = fs::path(root) / rel;
+    const fs::path& path = listed.resolved;
     if (!fs::is_regular_file(path, ec)) {
       refuse(Refusal::missing_file, rel + " is listed in " + index_name + " but absent", repackage_hint(kind));
     }
@@ -112,7 +132,7 @@ void verify_files(const std::string& root, const FileTable& table, AssetKind kin
   }
   for (const auto& [rel, listed] : table) {
     std::uint64_t bytes = 0;
-    const std::string got = sha256_file((fs::path(root) / rel).string(), ExitCode::model, &bytes);
+    const std::string got = sha256_file(listed.resolved.string(), ExitCode::model, &bytes);
     if (got != listed.sha256) {
       refuse(Refusal::checksum_mismatch, rel + " has sha256 " + got.substr(0, 12) + "..., " + index_name + " says " +
                                              listed.sha256.substr(0, 12) + "...",
@@ -139,6 +159,9 @@ void refuse_unlisted(const std::string& root, const FileTable& table) {
 // The model's files the app reads, by their path relative to the index.
 void attach_files(ModelAssets& m, const std::string& root, const std::string& prefix, const FileTable& table,
                   const std::string& nb_name, AssetKind kind) {
+  for (const auto& [rel, entry] : table) {
+    if (prefix.empty() || rel.rfind(prefix + "/", 0) == 0) m.files.push_back(rel.substr(prefix.empty() ? 0 : prefix.size() + 1));
+  }
   const auto listed = [&](const std::string& name) -> std::string {
     const std::string rel = prefix.empty() ? name : prefix + "/" + name;
     if (table.count(rel)) return (fs::path(root) / rel).string();
@@ -203,7 +226,7 @@ AssetSet open_asset_set(const std::string& root, const std::optional<std::string
   set.kind = kind;
   set.root = root;
   set.runtime_version = runtime;
-  const Json doc = read_index((fs::path(root) / kAssetsIndex).string(), kind);
+  const Json doc = read_index(resolve_inside(root, kAssetsIndex, kAssetsIndex, kind).string(), kind);
   set.schema = doc.find("schema") && doc.at("schema").is_string() ? doc.at("schema").as_string() : "";
   if (set.schema != kAssetsSchema) {
     refuse(Refusal::schema, std::string(kAssetsIndex) + " has schema \"" + set.schema + "\", expected " + kAssetsSchema,
@@ -212,7 +235,7 @@ AssetSet open_asset_set(const std::string& root, const std::optional<std::string
   set.platform = doc.find("platform") && doc.at("platform").is_string() ? doc.at("platform").as_string() : "";
   set.opt_version = text_member(member(doc, "runtime_required", kAssetsIndex, kind), "opt_version",
                                 std::string(kAssetsIndex) + " runtime_required", kind);
-  const FileTable table = file_table(doc, kAssetsIndex, kind);
+  const FileTable table = file_table(root, doc, kAssetsIndex, kind);
   const Json& models = member(doc, "models", kAssetsIndex, kind);
   if (!models.is_array() || models.size() == 0) {
     refuse(Refusal::schema, std::string(kAssetsIndex) + " lists no models", repackage_hint(kind));
@@ -230,7 +253,7 @@ AssetSet open_asset_set(const std::string& root, const std::optional<std::string
     attach_files(m, root, dir, table, "model.nb", kind);
     set.models.push_back(std::move(m));
   }
-  verify_files(root, table, kind, set);
+  verify_files(table, kind, set);
   check_versions(set);
   return set;
 }
@@ -241,7 +264,7 @@ AssetSet open_bundle(const std::string& root, const std::optional<std::string>& 
   set.kind = kind;
   set.root = root;
   set.runtime_version = runtime;
-  const Json doc = read_index((fs::path(root) / kBundleManifest).string(), kind);
+  const Json doc = read_index(resolve_inside(root, kBundleManifest, kBundleManifest, kind).string(), kind);
   set.schema = doc.find("schema") && doc.at("schema").is_string() ? doc.at("schema").as_string() : "";
   if (set.schema != kBundleSchema) {
     refuse(Refusal::schema, std::string(kBundleManifest) + " has schema \"" + set.schema + "\", expected " + kBundleSchema,
@@ -261,11 +284,11 @@ AssetSet open_bundle(const std::string& root, const std::optional<std::string>& 
   }
   m.dir = root;
   set.opt_version = m.opt_version;
-  const FileTable table = file_table(doc, kBundleManifest, kind);
+  const FileTable table = file_table(root, doc, kBundleManifest, kind);
   refuse_unlisted(root, table);
   attach_files(m, root, "", table, nb_name, kind);
   set.models.push_back(std::move(m));
-  verify_files(root, table, kind, set);
+  verify_files(table, kind, set);
   check_versions(set);
   return set;
 }
@@ -286,6 +309,14 @@ AssetError::AssetError(Refusal reason, const std::string& what, std::string fix)
     : Error(reason == Refusal::version_mismatch ? ExitCode::version : ExitCode::model,
             std::string("refused (") + refusal_name(reason) + "): " + what, std::move(fix)),
       reason_(reason) {}
+
+std::string verified_file(const ModelAssets& model, const std::string& rel) {
+  if (!safe_relative(rel) || !std::binary_search(model.files.begin(), model.files.end(), rel)) {
+    refuse(Refusal::schema, "model " + model.name + " names \"" + rel + "\", which is not one of its verified files",
+           "golden files must be listed in the file table; " + repackage_hint(AssetKind::asset_set));
+  }
+  return (fs::path(model.dir) / rel).string();
+}
 
 const ModelAssets& AssetSet::model(const std::string& name) const {
   std::string names;
@@ -334,7 +365,9 @@ AssetSet open_assets(const std::string& path, const std::optional<std::string>& 
   if (!fs::is_directory(root, ec)) {
     refuse(Refusal::missing_file, path + " is not a folder", "pass the asset folder (assets.json) or a bundle folder");
   }
-  root = root.lexically_normal();
+  // Canonical, so resolved file paths can be compared with it (the root itself may be a link).
+  root = fs::canonical(root, ec);
+  if (ec) refuse(Refusal::missing_file, path + " cannot be resolved: " + ec.message(), "pass an existing folder");
   std::string folder = root.string();
   while (folder.size() > 1 && folder.back() == '/') folder.pop_back();
   AssetSet set;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "edgekit/assets.h"
 #include "edgekit/decode.h"
 #include "edgekit/file_io.h"
 #include "edgekit/error.h"
@@ -54,9 +55,16 @@ OutputStats compare_output(const Array& expected, const Array& got, std::int64_t
                     std::to_string(expected.count()) + " (" + shape_text(got.shape) + " vs " + shape_text(expected.shape) + ")",
                 "the model and its golden files do not belong together; package them again");
   }
-  OutputStats s;
   const std::size_t n = static_cast<std::size_t>(expected.count());
-  const std::size_t per = samples > 0 ? n / static_cast<std::size_t>(samples) : n;
+  // No samples would make every check pass on no evidence; uneven ones index past the end.
+  if (samples < 1 || n % static_cast<std::size_t>(samples) != 0) {
+    throw Error(ExitCode::input,
+                "a golden output of " + std::to_string(n) + " values does not split into " + std::to_string(samples) +
+                    " samples",
+                "the bundle's golden files do not belong together; rebuild the bundle with `edgekit build`");
+  }
+  OutputStats s;
+  const std::size_t per = n / static_cast<std::size_t>(samples);
   double cosines = 0;
   for (std::int64_t k = 0; k < samples; ++k) {
     double dot = 0, na = 0, nb = 0;
@@ -75,7 +83,7 @@ OutputStats compare_output(const Array& expected, const Array& got, std::int64_t
       cosines += std::isnan(c) ? 0 : c;
     }
   }
-  s.cosine = samples > 0 ? cosines / static_cast<double>(samples) : 1;
+  s.cosine = cosines / static_cast<double>(samples);
   return s;
 }
 
@@ -91,8 +99,15 @@ Json output_check(const std::string& name, const OutputStats& s, const Tolerance
   return out;
 }
 
-// Sample k of a [N, ...] array as its own [1, ...] array.
-Array sample_of(const Array& all, std::int64_t k) {
+// Sample k of a [N, ...] array as its own [1, ...] array; `what` names the file. The
+// golden files come from the bundle, so their sample count is checked, not assumed.
+Array sample_of(const Array& all, std::int64_t k, const std::string& what) {
+  if (all.shape.empty() || k < 0 || k >= all.shape[0]) {
+    throw Error(ExitCode::input,
+                what + " has shape " + shape_text(all.shape) + ", so no sample " + std::to_string(k) +
+                    " (samples are on the first axis)",
+                "the bundle's golden files do not belong together; rebuild the bundle with `edgekit build`");
+  }
   Array one;
   one.dtype = all.dtype;
   one.shape = all.shape;
@@ -113,7 +128,13 @@ void append_sample(Array& all, const Array& one) {
   all.data.insert(all.data.end(), one.data.begin(), one.data.end());
 }
 
-std::string golden_path(const std::string& dir, const Json& rel) { return (fs::path(dir) / rel.as_string()).string(); }
+// A file golden.json names: one of the model's verified files, never a path of its own.
+std::string golden_path(const ModelAssets& model, const Json& rel) {
+  if (!rel.is_string()) {
+    throw Error(ExitCode::input, "golden.json names a file with " + rel.dump(), "rebuild the bundle with `edgekit build`");
+  }
+  return verified_file(model, rel.as_string());
+}
 
 bool all_ok(const Json& checks) {
   for (const Json& c : checks.items()) {
@@ -172,7 +193,7 @@ std::string compare_results(const Json& expected, const Json& got, double score_
   }
 }
 
-GoldenSet::GoldenSet(const ModelAssets& model) : dir_(model.dir), precision_(model.precision) {
+GoldenSet::GoldenSet(const ModelAssets& model) : assets_(model), precision_(model.precision) {
   if (model.golden_file.empty()) {
     throw Error(ExitCode::input, "model " + model.name + " has no golden/golden.json", "package a bundle built by edgekit");
   }
@@ -182,7 +203,7 @@ GoldenSet::GoldenSet(const ModelAssets& model) : dir_(model.dir), precision_(mod
     if (const Json* a = t->find("max_abs"); a && a->is_number()) tolerances_.max_abs = a->as_number();
   }
   if (const Json* images = golden_.find("images"); images && images->is_object()) {
-    for (const Json& f : images->at("files").items()) image_files_.push_back(golden_path(dir_, f));
+    for (const Json& f : images->at("files").items()) image_files_.push_back(golden_path(assets_, f));
   }
 }
 
@@ -194,11 +215,16 @@ Json GoldenSet::replay_vectors(Model& model) const {
                                      std::to_string(inputs.size()),
                 "check multi-input models with edgekit-lite-run");
   }
-  const Array x = read_npy(golden_path(dir_, inputs.at(0).at("file")));
+  const std::string input_file = golden_path(assets_, inputs.at(0).at("file"));
+  const Array x = read_npy(input_file);
   const std::int64_t samples = x.shape.empty() ? 0 : x.shape[0];
+  if (samples < 1) {
+    throw Error(ExitCode::input, input_file + " has shape " + shape_text(x.shape) + ": no golden sample to replay",
+                "rebuild the bundle with `edgekit build` (it writes the golden samples on the first axis)");
+  }
   std::vector<Array> got(outputs.size());
   for (std::int64_t k = 0; k < samples; ++k) {
-    const Array one = sample_of(x, k);
+    const Array one = sample_of(x, k, input_file);
     if (one.dtype != DType::float32) {
       throw Error(ExitCode::input, "golden input of dtype " + std::string(dtype_name(one.dtype)), "image models take float32");
     }
@@ -207,7 +233,7 @@ Json GoldenSet::replay_vectors(Model& model) const {
   }
   Json checks = Json::array();
   for (std::size_t i = 0; i < outputs.size(); ++i) {
-    const Array expected = read_npy(golden_path(dir_, outputs.at(i).at("file")));
+    const Array expected = read_npy(golden_path(assets_, outputs.at(i).at("file")));
     checks.push(output_check(outputs.at(i).at("name").as_string(), compare_output(expected, got[i], samples), tolerances_));
   }
   Json out = Json::object();
@@ -232,8 +258,8 @@ Json GoldenSet::check_image(Model& model, std::size_t index, const ImageView& im
 
   // 1. the tensor: the core's preprocessing against Python's, element by element
   const Tensor tensor = model.preprocess(image);
-  const Array all = read_npy(golden_path(dir_, images.at("input")));
-  const Array expected = sample_of(all, static_cast<std::int64_t>(index));
+  const std::string input_file = golden_path(assets_, images.at("input"));
+  const Array expected = sample_of(read_npy(input_file), static_cast<std::int64_t>(index), input_file);
   if (static_cast<std::size_t>(expected.count()) != tensor.data.size() || expected.dtype != DType::float32) {
     throw Error(ExitCode::input, "the preprocessed tensor has " + std::to_string(tensor.data.size()) +
                                      " values, golden/images/input.npy " + std::to_string(expected.count()),
@@ -260,7 +286,8 @@ Json GoldenSet::check_image(Model& model, std::size_t index, const ImageView& im
   Json checks = Json::array();
   const Json& output_files = images.at("outputs");
   for (std::size_t i = 0; i < output_files.size() && i < outputs.size(); ++i) {
-    const Array ref = sample_of(read_npy(golden_path(dir_, output_files.at(i))), static_cast<std::int64_t>(index));
+    const std::string ref_file = golden_path(assets_, output_files.at(i));
+    const Array ref = sample_of(read_npy(ref_file), static_cast<std::int64_t>(index), ref_file);
     checks.push(output_check("output_" + std::to_string(i), compare_output(ref, outputs[i], 1), tolerances_));
   }
   out.set("outputs", checks);

@@ -20,6 +20,7 @@
 #include "edgekit/json.h"
 #include "edgekit/model.h"
 #include "edgekit/ocr.h"
+#include "edgekit/platform.h"
 #include "edgekit/selftest.h"
 
 #ifndef EDGEKIT_VERSION
@@ -97,20 +98,6 @@ char* copy_out(const std::string& text) {
 
 void require(bool ok, const std::string& what, const std::string& fix) {
   if (!ok) throw Error(ExitCode::usage, what, fix);
-}
-
-const char* abi_name() {
-#if defined(__aarch64__)
-  return "aarch64";
-#elif defined(__arm__)
-  return "armhf";
-#elif defined(__x86_64__)
-  return "x86_64";
-#elif defined(__i386__)
-  return "x86";
-#else
-  return "unknown";
-#endif
 }
 
 ImageView view_of(const ek_image* image) {
@@ -229,7 +216,7 @@ std::string version_json() {
   } else {
     out.set("runtime", Json());
   }
-  out.set("abi", abi_name());
+  out.set("abi", platform::compiled_abi());
 #if defined(__VERSION__)
   out.set("compiler", __VERSION__);
 #endif

@@ -33,6 +33,7 @@ void unite(std::vector<int>& parent, int a, int b) {
 }  // namespace
 
 std::vector<Component> connected_components(const std::uint8_t* bitmap, int height, int width) {
+  if (height <= 0 || width <= 0) return {};
   const std::size_t w = static_cast<std::size_t>(width);
   std::vector<int> label(static_cast<std::size_t>(height) * w, -1);
   std::vector<int> parent;
@@ -98,6 +99,8 @@ std::vector<Component> connected_components(const std::uint8_t* bitmap, int heig
 }
 
 std::vector<TextBox> db_boxes(const float* prob, int height, int width, const DbOptions& options) {
+  // A zero-sized map has no components (and nothing to read); negative sides are a caller's bug.
+  if (height <= 0 || width <= 0) return {};
   const std::size_t count = static_cast<std::size_t>(height) * static_cast<std::size_t>(width);
   // numpy compares a float32 array with a Python float in float32.
   const float thresh = static_cast<float>(options.thresh);

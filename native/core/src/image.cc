@@ -4,6 +4,7 @@
 #include <string>
 
 #include "edgekit/error.h"
+#include "edgekit/limits.h"
 
 namespace edgekit {
 
@@ -56,6 +57,9 @@ void ImageView::check() const {
     throw Error(ExitCode::input, "an image is empty (" + std::to_string(height) + "x" + std::to_string(width) + ")",
                 "give at least one pixel");
   }
+  limits::check(ExitCode::input, "an image (" + std::to_string(width) + "x" + std::to_string(height) + ") in pixels",
+                static_cast<std::uint64_t>(height) * static_cast<std::uint64_t>(width), "MAX_IMAGE_PIXELS",
+                limits::kMaxImagePixels);
   if (channels != pixel_order_channels(order)) {
     throw Error(ExitCode::input,
                 std::string("an image has ") + std::to_string(channels) + " channels but its order is " +

@@ -5,11 +5,10 @@
 
 #include "edgekit/error.h"
 #include "edgekit/json.h"
+#include "edgekit/limits.h"
 
 namespace edgekit {
 namespace {
-
-constexpr int kMaxDepth = 256;
 
 class Parser {
  public:
@@ -38,11 +37,16 @@ class Parser {
     return true;
   }
 
+  // `depth` counts the arrays and objects around the value; the recursion stays within
+  // MAX_JSON_DEPTH frames, so a crafted document cannot exhaust the stack.
   Json parse_value(int depth) {
-    if (depth > kMaxDepth) fail("nested too deeply");
     skip_space();
     if (i_ >= s_.size()) fail("unexpected end");
     const char c = s_[i_];
+    if ((c == '{' || c == '[') && depth + 1 > limits::kMaxJsonDepth) {
+      throw limits::beyond(ExitCode::input, "the nesting depth of a JSON document at byte " + std::to_string(i_),
+                           static_cast<std::uint64_t>(depth + 1), "MAX_JSON_DEPTH", limits::kMaxJsonDepth);
+    }
     if (c == '{') return parse_object(depth);
     if (c == '[') return parse_array(depth);
     if (c == '"') return Json(parse_string());
@@ -221,7 +225,10 @@ Error mismatch(const char* want) { return Error(ExitCode::input, std::string("JS
 
 }  // namespace
 
-Json Json::parse(const std::string& text) { return Parser(text).document(); }
+Json Json::parse(const std::string& text) {
+  limits::check(ExitCode::input, "a JSON document in bytes", text.size(), "MAX_JSON_BYTES", limits::kMaxJsonBytes);
+  return Parser(text).document();
+}
 
 bool Json::as_bool() const {
   if (type_ != Type::boolean) throw mismatch("a boolean");
@@ -261,6 +268,10 @@ const Json& Json::at(std::size_t index) const {
 }
 const Json* Json::find(const std::string& key) const {
   if (type_ != Type::object) return nullptr;
+  if (!index_.empty()) {
+    const auto found = index_.find(key);
+    return found == index_.end() ? nullptr : &obj_[found->second].second;
+  }
   for (const auto& member : obj_) {
     if (member.first == key) return &member.second;
   }

@@ -26,21 +26,38 @@ Json& Json::push(Json value) {
   return arr_.back();
 }
 
+namespace {
+// Below this many members a linear scan beats the map (and allocates nothing).
+constexpr std::size_t kIndexFrom = 16;
+}  // namespace
+
 Json& Json::set(const std::string& key, Json value) {
   if (type_ == Type::null) type_ = Type::object;
   if (type_ != Type::object) throw Error(ExitCode::internal, "JSON set on a non-object");
-  for (auto& member : obj_) {
-    if (member.first == key) {
-      member.second = std::move(value);
-      return member.second;
+  if (index_.empty()) {
+    for (auto& member : obj_) {
+      if (member.first == key) {
+        member.second = std::move(value);
+        return member.second;
+      }
     }
+  } else if (auto found = index_.find(key); found != index_.end()) {
+    obj_[found->second].second = std::move(value);
+    return obj_[found->second].second;
   }
   obj_.emplace_back(key, std::move(value));
+  if (!index_.empty()) {
+    index_.emplace(key, obj_.size() - 1);
+  } else if (obj_.size() >= kIndexFrom) {
+    for (std::size_t i = 0; i < obj_.size(); ++i) index_.emplace(obj_[i].first, i);
+  }
   return obj_.back().second;
 }
 
 std::string json_number(double value) {
   if (!std::isfinite(value)) return "null";
+  // "-0" would read back as the integer 0 (here and in Python's json): keep the sign.
+  if (value == 0 && std::signbit(value)) return "-0.0";
   std::string text;
   for (int precision = 1; precision <= 17; ++precision) {
     std::ostringstream out;
@@ -52,7 +69,9 @@ std::string json_number(double value) {
     back.imbue(std::locale::classic());
     double parsed = 0;
     back >> parsed;
-    if (parsed == value) break;
+    // A failed read counts as no match: streams store the largest double on overflow,
+    // which made 1.7976931348623157e308 come out as "2e+308" (infinity to any reader).
+    if (!back.fail() && parsed == value) break;
   }
   return text;
 }

@@ -9,6 +9,7 @@
 
 #include "edgekit/error.h"
 #include "edgekit/file_io.h"
+#include "edgekit/limits.h"
 
 namespace edgekit {
 namespace {
@@ -80,23 +81,23 @@ class DictReader {
   std::size_t i_ = 0;
 };
 
-void check_count(const Shape& shape, const std::string& what) {
-  std::uint64_t total = 1;
-  for (auto d : shape) {
-    if (d < 0) throw bad(what, "negative dimension");
-    if (d != 0 && total > std::numeric_limits<std::uint64_t>::max() / static_cast<std::uint64_t>(d)) {
-      throw bad(what, "shape overflows");
-    }
-    total *= static_cast<std::uint64_t>(d);
-  }
-}
-
 }  // namespace
 
 std::int64_t element_count(const Shape& shape) {
-  std::int64_t total = 1;
-  for (auto d : shape) total *= d;
-  return total;
+  // Readers check shapes against limits.h first; this only refuses to wrap around
+  // (an empty array may have huge other dimensions).
+  for (auto d : shape) {
+    if (d == 0) return 0;
+  }
+  std::uint64_t total = 1;
+  for (auto d : shape) {
+    if (d < 0 || !limits::multiply(total, static_cast<std::uint64_t>(d), &total) ||
+        total > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      throw Error(ExitCode::input, "shape " + shape_text(shape) + " has no element count in 64 bits",
+                  "give a shape of non-negative dimensions that fits memory");
+    }
+  }
+  return static_cast<std::int64_t>(total);
 }
 
 std::int64_t Array::count() const { return element_count(shape); }
@@ -177,11 +178,13 @@ Array parse_npy(const std::uint8_t* bytes, std::size_t size, const std::string& 
   if (fortran && long_axes > 1) {
     throw Error(ExitCode::input, what + " is stored in Fortran order", "save numpy.ascontiguousarray(a) instead");
   }
-  check_count(shape, what);
+  // Every multiplication checked before the byte count is trusted: a crafted shape
+  // must not wrap the product around to a size the file happens to hold.
+  const std::uint64_t want = limits::check_tensor(ExitCode::input, what + " (shape " + shape_text(shape) + ")",
+                                                  shape.data(), shape.size(), dtype_size(*dtype));
   Array array;
   array.dtype = *dtype;
   array.shape = shape;
-  const std::uint64_t want = static_cast<std::uint64_t>(element_count(shape)) * dtype_size(*dtype);
   if (want > size - offset) {
     throw bad(what, "truncated data: header promises " + std::to_string(want) + " bytes, " +
                         std::to_string(size - offset) + " present");
@@ -249,7 +252,9 @@ void write_npy(const std::string& path, const Array& array) {
 }
 
 NpyStreamWriter::NpyStreamWriter(const std::string& path, DType dtype, const Shape& shape) : path_(path) {
-  expected_ = static_cast<std::uint64_t>(element_count(shape)) * dtype_size(dtype);
+  if (!limits::multiply(static_cast<std::uint64_t>(element_count(shape)), dtype_size(dtype), &expected_)) {
+    throw Error(ExitCode::internal, path + ": shape " + shape_text(shape) + " has no byte count in 64 bits");
+  }
   file_ = std::fopen(path.c_str(), "wb");
   if (!file_) {
     throw Error(ExitCode::output, "cannot create " + path + ": " + std::strerror(errno),

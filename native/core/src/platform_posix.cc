@@ -30,19 +30,26 @@ std::optional<std::string> read_text(const char* path) {
   return text;
 }
 
-const char* compile_target() {
+}  // namespace
+
+// The one definition of the ABI names (the runner's record, ek_version, machine_arch's
+// fallback): lite/native.py builds and looks up runners by these names (Abi.aarch64,
+// Abi.armhf), so 32-bit hard-float ARM is "armhf", never plain "arm".
+const char* compiled_abi() {
 #if defined(__aarch64__)
   return "aarch64";
+#elif defined(__arm__) && defined(__ARM_PCS_VFP)
+  return "armhf";
 #elif defined(__arm__)
-  return "arm";
+  return "armel";
 #elif defined(__x86_64__)
   return "x86_64";
+#elif defined(__i386__)
+  return "x86";
 #else
   return "unknown";
 #endif
 }
-
-}  // namespace
 
 std::optional<std::string> read_cpuinfo() {
 #if defined(__linux__)
@@ -74,7 +81,7 @@ std::string machine_arch() {
   struct utsname name;
   if (uname(&name) == 0 && name.machine[0]) return name.machine;
 #endif
-  return compile_target();
+  return compiled_abi();
 }
 
 long peak_rss_kb() {

@@ -7,6 +7,7 @@
 
 #include "edgekit/error.h"
 #include "edgekit/file_io.h"
+#include "edgekit/limits.h"
 #include "edgekit/numpy_compat.h"
 
 namespace edgekit {
@@ -286,6 +287,14 @@ std::vector<ClassResult> Postprocessor::classify(const Array& output) const {
 std::vector<std::vector<TextBox>> Postprocessor::detect(const Array& output) const {
   check_output(spec_.kind, output, 4, "probability maps [N, 1, H, W]");
   const std::int64_t n = output.shape[0], maps = output.shape[1], h = output.shape[2], w = output.shape[3];
+  // Python reads output[:, 0]: without a map there is nothing to read (an empty batch is fine).
+  // The map sides become ints in db_boxes, so they must be image sides.
+  if (n > 0 && (maps < 1 || h > limits::kMaxImageSide || w > limits::kMaxImageSide)) {
+    throw Error(ExitCode::input,
+                "task ocr_det reads the first of the probability maps [N, 1, H, W], but the model's first output has "
+                "shape " + shape_text(output.shape),
+                "pick the task kind that matches the model ([task] kind)");
+  }
   std::vector<std::vector<TextBox>> out;
   for (std::int64_t i = 0; i < n; ++i) {
     const float* first_map = output.as<float>() + static_cast<std::size_t>(i * maps * h * w);

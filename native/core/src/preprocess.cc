@@ -6,6 +6,7 @@
 
 #include "edgekit/error.h"
 #include "edgekit/file_io.h"
+#include "edgekit/limits.h"
 
 namespace edgekit {
 namespace {
@@ -58,8 +59,14 @@ std::optional<Size2> parse_size(const Json& value, const char* key) {
   int hw[2];
   for (int i = 0; i < 2; ++i) {
     const Json& v = value.at(static_cast<std::size_t>(i));
-    if (!v.is_number() || v.as_number() != std::floor(v.as_number()) || v.as_number() < 1 || v.as_number() > 1e6) {
+    if (!v.is_number() || v.as_number() != std::floor(v.as_number()) || v.as_number() < 1) {
       throw bad(std::string("preprocess.") + key + " is " + value.dump(), fix);
+    }
+    // A resize allocates height x width x channels floats per call: the side is bounded.
+    if (v.as_number() > limits::kMaxResizeSide) {
+      throw limits::beyond(ExitCode::input, std::string("preprocess.") + key + " " + value.dump() + " per side",
+                           static_cast<std::uint64_t>(std::min(v.as_number(), 1e18)), "MAX_RESIZE_SIDE",
+                           limits::kMaxResizeSide);
     }
     hw[i] = static_cast<int>(v.as_number());
   }
@@ -263,6 +270,7 @@ Shape Preprocessor::output_shape(int image_height, int image_width) const {
 }
 
 Tensor Preprocessor::run(const ImageView& image) const {
+  image.check();  // before the tensor is allocated for its size
   Tensor t;
   t.shape = output_shape(image.height, image.width);
   t.data.resize(static_cast<std::size_t>(element_count(t.shape)));

@@ -49,6 +49,7 @@ struct ModelAssets {
   std::string task_file;
   std::string labels_file;
   std::string golden_file;      // golden/golden.json
+  std::vector<std::string> files;  // the verified files in `dir`, relative to it (sorted)
   Json inputs = Json::array();  // [{name, shape, dtype}] as the manifest lists them
   Json outputs = Json::array();
 };
@@ -74,5 +75,10 @@ struct AssetSet {
 // runtime_version: the linked runtime's GetVersion(); nullopt skips that check
 // (builds without a runtime, where no model can run anyway).
 AssetSet open_assets(const std::string& path, const std::optional<std::string>& runtime_version);
+
+// `rel` (as golden.json names golden files) when it is one of the model's verified
+// files, as an absolute path; else AssetError(schema): a golden file must not be read
+// from outside the set or unverified.
+std::string verified_file(const ModelAssets& model, const std::string& rel);
 
 }  // namespace edgekit

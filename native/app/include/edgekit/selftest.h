@@ -45,7 +45,7 @@ class GoldenSet {
   Json check_images(Model& model) const;
 
  private:
-  std::string dir_;
+  ModelAssets assets_;  // its verified files are the only ones golden.json may name
   Json golden_;
   Tolerances tolerances_;
   std::string precision_;

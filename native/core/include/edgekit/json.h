@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,7 +62,9 @@ class Json {
 
   // indent < 0: one line; otherwise pretty-printed with that many spaces.
   std::string dump(int indent = -1) const;
-  // Throws Error(ExitCode::input) with the byte offset of the problem.
+  // Throws Error(ExitCode::input) with the byte offset of the problem; documents beyond
+  // limits.h's MAX_JSON_BYTES or nested beyond MAX_JSON_DEPTH are refused naming the limit.
+  // Duplicate member names keep the first position and the last value (as Python's json).
   static Json parse(const std::string& text);
 
  private:
@@ -75,6 +78,9 @@ class Json {
   std::string str_;
   std::vector<Json> arr_;
   std::vector<std::pair<std::string, Json>> obj_;
+  // Member name -> position in obj_, kept once an object grows past a few members, so
+  // set() and find() stay O(log n) on large (possibly crafted) objects.
+  std::map<std::string, std::size_t> index_;
 };
 
 // A double as the shortest decimal that reads back to the same value,

@@ -15,7 +15,10 @@ std::optional<std::string> read_cpuinfo();
 // The core count Lite uses on Linux (/sys/devices/system/cpu/cpuN entries);
 // std::thread::hardware_concurrency() elsewhere; at least 1.
 int cpu_core_count();
-// uname's machine ("aarch64", "armv7l", "x86_64"), else the compile target.
+// The ABI this binary was compiled for, as edgekit names runner builds: "aarch64",
+// "armhf" (32-bit ARM, hard-float), "armel", "x86_64", "x86" or "unknown".
+const char* compiled_abi();
+// uname's machine ("aarch64", "armv7l", "x86_64"), else compiled_abi().
 std::string machine_arch();
 // Peak resident set size of this process in KiB (max of getrusage and
 // /proc/self/status VmHWM); 0 when unknown.

@@ -1,0 +1,153 @@
+// Crafted asset sets and images from issue 22: symlinks leaving the folder, golden
+// files that do not fit the golden index, images whose header promises gigabytes,
+// the JPEG Huffman table that overflows stb_image 2.27. Each is refused by name.
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "edgekit/assets.h"
+#include "edgekit/decode.h"
+#include "edgekit/file_io.h"
+#include "edgekit/model.h"
+#include "edgekit/nbfile.h"
+#include "edgekit/npy.h"
+#include "edgekit/selftest.h"
+#include "edgekit/sha256.h"
+#include "harness.h"
+#include "temp_dir.h"
+
+using namespace edgekit;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kVersion = "v2.13-rc";
+
+std::string npy_of(Shape shape) {
+  Array a;
+  a.shape = std::move(shape);
+  a.data.resize(static_cast<std::size_t>(element_count(a.shape)) * sizeof(float), 0);
+  return npy_bytes(a);
+}
+
+// A one-model asset set "m" with `files` (relative to m/) besides model.nb; returns the root.
+std::string write_set(const test::TempDir& dir, const std::vector<std::pair<std::string, std::string>>& files) {
+  Json table = Json::object();
+  auto add = [&](const std::string& rel, const std::string& content) {
+    make_dirs(fs::path(dir.file("m/" + rel)).parent_path().string());
+    write_file_atomic(dir.file("m/" + rel), content);
+    Json e = Json::object();
+    e.set("sha256", sha256_hex(content.data(), content.size()));
+    e.set("bytes", content.size());
+    table.set("m/" + rel, e);
+  };
+  add("model.nb", empty_nb_model(kVersion));
+  for (const auto& [rel, content] : files) add(rel, content);
+  Json model = Json::object();
+  for (const char* key : {"name", "dir"}) model.set(key, "m");
+  model.set("task", Json());
+  model.set("target", "arm64");
+  model.set("precision", "fp32");
+  model.set("opt_version", kVersion);
+  Json runtime = Json::object();
+  runtime.set("opt_version", kVersion);
+  Json doc = Json::object();
+  doc.set("schema", "edgekit.assets/1");
+  doc.set("runtime_required", runtime);
+  Json models = Json::array();
+  models.push(model);
+  doc.set("models", models);
+  doc.set("files", table);
+  write_file_atomic(dir.file("assets.json"), doc.dump(1));
+  return dir.file("");
+}
+
+// One float32 output of [batch, 2]: enough for the self-test's arithmetic.
+class FakeEngine : public Engine {
+ public:
+  std::vector<std::string> input_names() const override { return {"x"}; }
+  std::vector<std::string> output_names() const override { return {"y"}; }
+  void set_input(std::size_t, DType, const Shape& shape, const void*) override { batch_ = shape.at(0); }
+  void run() override {}
+  Array output(std::size_t) const override {
+    Array a;
+    a.shape = {batch_, 2};
+    a.data.resize(static_cast<std::size_t>(batch_) * 2 * sizeof(float), 0);
+    return a;
+  }
+
+ private:
+  std::int64_t batch_ = 1;
+};
+
+std::string golden_json(const std::string& input, const std::string& images) {
+  return "{\"inputs\": [{\"name\": \"x\", \"file\": \"" + input +
+         "\"}], \"outputs\": [{\"name\": \"y\", \"file\": \"golden/output_0.npy\"}]" + images + "}";
+}
+
+}  // namespace
+
+// Issue 22: the loader's path check was textual; a listed file that is a symlink to
+// anywhere was hashed and used (golden/x -> ~/.ssh put the keys into the set).
+EK_TEST(untrusted, symlinks_must_stay_inside_the_folder) {
+  test::TempDir outside, dir;
+  write_file_atomic(outside.file("secret.txt"), "zero\none\n");
+  const std::string root = write_set(dir, {{"labels.txt", "zero\none\n"}, {"copy.txt", "zero\none\n"}});
+  EK_CHECK_EQ(open_assets(root, kVersion).files, std::int64_t{3});
+  // a link inside the folder is resolved and accepted
+  fs::remove(dir.file("m/copy.txt"));
+  fs::create_symlink("labels.txt", dir.file("m/copy.txt"));
+  EK_CHECK_EQ(open_assets(root, kVersion).files, std::int64_t{3});
+  // one that leaves it is not, though its bytes match the table
+  fs::remove(dir.file("m/labels.txt"));
+  fs::create_symlink(outside.file("secret.txt"), dir.file("m/labels.txt"));
+  EK_CHECK_ERROR(open_assets(root, kVersion), model, "outside the folder (a symlink leaving it?)");
+  // nor a file reached through a linked folder
+  write_file_atomic(outside.file("copy.txt"), "zero\none\n");
+  write_set(dir, {{"labels.txt", "zero\none\n"}});
+  fs::create_directory_symlink(outside.file(""), dir.file("m/sub"));
+  Json doc = Json::parse(read_file_text(dir.file("assets.json"), ExitCode::input));
+  Json files = doc.at("files");
+  files.set("m/sub/copy.txt", files.at("m/labels.txt"));
+  doc.set("files", files);
+  write_file_atomic(dir.file("assets.json"), doc.dump());
+  EK_CHECK_ERROR(open_assets(root, kVersion), model, "m/sub/copy.txt\", which resolves to");
+}
+
+// Issue 22: golden.json's file names were joined to the folder unchecked.
+EK_TEST(untrusted, golden_files_must_be_verified_files) {
+  test::TempDir dir;
+  const std::string root = write_set(dir, {{"golden/golden.json", golden_json("../outside.npy", "")},
+                                           {"golden/output_0.npy", npy_of({2, 2})}});
+  write_file_atomic(dir.file("outside.npy"), npy_of({2, 1, 2}));
+  const AssetSet set = open_assets(root, kVersion);
+  Model model(set.model("m"), std::make_unique<FakeEngine>());
+  EK_CHECK_ERROR(GoldenSet(model.assets()).replay_vectors(model), model, "which is not one of its verified files");
+}
+
+// Issue 22: zero golden samples divided by zero (and passed), fewer samples than golden
+// images overflowed the heap.
+EK_TEST(untrusted, golden_sample_counts_are_checked) {
+  test::TempDir dir;
+  const std::string images =
+      ", \"images\": {\"files\": [\"golden/images/a.png\", \"golden/images/b.png\"], "
+      "\"input\": \"golden/images/input.npy\", \"outputs\": [\"golden/images/output_0.npy\"]}";
+  const std::string root =
+      write_set(dir, {{"golden/golden.json", golden_json("golden/input_0.npy", images)},
+                      {"golden/input_0.npy", npy_of({0, 1, 2, 2})},
+                      {"golden/output_0.npy", npy_of({0, 2})},
+                      {"golden/images/a.png", "a"},
+                      {"golden/images/b.png", "b"},
+                      {"golden/images/input.npy", npy_of({1, 1, 2, 2})},  // one sample for two images
+                      {"golden/images/output_0.npy", npy_of({1, 2})},
+                      {"preprocess.json", "{\"inputs\": [\"x\"], \"preprocess\": {\"color\": \"gray\"}}"}});
+  const AssetSet set = open_assets(root, kVersion);
+  Model model(set.model("m"), std::make_unique<FakeEngine>());
+  const GoldenSet golden(model.assets());
+  EK_CHECK_ERROR(golden.replay_vectors(model), input, "no golden sample to replay");
+  const std::uint8_t pixels[4] = {1, 2, 3, 4};
+  const Json first = golden.check_image(model, 0, ImageView::gray(pixels, 2, 2));
+  EK_CHECK(first.at("tensor").at("differing").as_int() == 4);
+  EK_CHECK_ERROR(golden.check_image(model, 1, ImageView::gray(pixels, 2, 2)), input, "so no sample 1");
+}
