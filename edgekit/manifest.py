@@ -46,6 +46,8 @@ def build_manifest(rec: BuildRecord) -> dict:
             "bytes": header.file_bytes, "program_bytes": header.program_bytes, "params_bytes": header.params_bytes,
             "inputs": [{"name": f.name, "shape": list(f.shape), "dtype": f.dtype} for f in static.feeds],
             "outputs": list(static.fetches), "source_ops": list(static.op_types), "origin": static.origin,
+            # how the reference engine was checked, and what was changed in the program as given (slots dropped)
+            "reference_check": dict(static.check) or None,
         },
         "host_twin": {"file": _relative(twin, device), "target": "x86", "precision": "fp32",
                       "bytes": read_header(twin.nb_file).file_bytes, "rewrites": list(twin.rewrites)},
@@ -94,6 +96,8 @@ def _sources(rec: BuildRecord) -> dict:
                                     "sha256": sha256_file(given.params_file)}
     if rec.onnx_import:
         found["onnx"] = {k: rec.onnx_import["source"][k] for k in ("path", "sha256")}
+    if cfg.model.description is not None:   # the inference.yml the [preprocess]/[task] defaults came from
+        found["description"] = {"path": str(cfg.model.description), "sha256": sha256_file(cfg.model.description)}
     if rec.paddle3 and "source" in rec.paddle3 and cfg.model.factory is None:
         found["pir_program"] = dict(rec.paddle3["source"])
     return found

@@ -150,6 +150,26 @@ class SliceAndPad(nn.Layer):
         return F.pad(y, [1, 1, 2, 2], mode="constant", value=0.5)
 
 
+class Cumsum(nn.Layer):
+    """An op edgekit's translation does not cover (pd_op.cumsum): the build must refuse it by name."""
+
+    def forward(self, x):
+        return paddle.cumsum(x, axis=1)
+
+
+class ScaleAfterPool(nn.Layer):
+    """A `scale` op of its own (`y - 1.0` after pooling) for the legacy-export slot check."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2D(3, 8, 3, padding=1)
+
+    def forward(self, x):
+        return F.adaptive_avg_pool2d(F.relu(self.conv(x)), 1) - 1.0
+
+
+EXTRA = {"cumsum": (Cumsum, [-1, 3, 16, 16])}
+
 ZOO = {
     "conv_bias": (ConvBias, [-1, 3, 16, 16]),
     "depthwise_bn_relu6": (DepthwiseBNRelu6, [-1, 3, 16, 16]),
@@ -172,7 +192,7 @@ def export_all(out_dir: str) -> None:
     """Export every entry as PIR (Paddle 3's default) into out_dir/<name>/ with random BN statistics."""
     import os
 
-    for name, (cls, shape) in ZOO.items():
+    for name, (cls, shape) in {**ZOO, **EXTRA}.items():
         paddle.seed(0)
         layer = cls()
         for sub in layer.sublayers():
