@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .data import PreprocessSpec
-from .errors import ConfigError, DataError
+from .errors import ConfigError, DataError, EdgekitError
 from .prune.config import KNOWN_KEYS as PRUNE_KEYS
 from .prune.config import PruneConfig, merge_prune, prune_config
 from .tables import PRECISIONS, Precision, Target
@@ -70,6 +70,7 @@ class ModelConfig:
     params_file: Path | None = None
     inputs: tuple[InputSpec, ...] = ()
     paddle: int = 2                       # the Paddle major version a factory's code is written for (2 or 3)
+    description: Path | None = None       # the model folder's inference.yml (PaddleX), read for [preprocess]/[task]
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,7 @@ def _toml_layer(path: Path) -> dict:
     out.update({k: _path(base, v) for k, v in data.items()})
     if "preprocess" in raw:
         out["preprocess"] = _preprocess(raw["preprocess"], path)
+        out["preprocess_table"] = dict(raw["preprocess"])   # laid over a model folder's inference.yml, key by key
     out.update(_section(raw, "build", {"target", "precision", "out_dir", "tool_timeout", "fold"}, path))
     if "out_dir" in out:
         out["out_dir"] = _path(base, out["out_dir"])
@@ -334,7 +336,39 @@ def resolve(config_file: Path | None, flags: Mapping[str, Any], environ: Mapping
         else:
             merged["model_file"] = Path(str(model_arg)).expanduser().absolute()
     merged.update(given)
-    return _build(merged, Path(config_file) if config_file else None)
+    return _build(_with_model_description(merged), Path(config_file) if config_file else None)
+
+
+def _with_model_description(m: dict) -> dict:
+    """A model folder's own description (PaddleX/PaddleOCR `inference.yml`, beside a .json or an .onnx too) gives
+    [preprocess] and [task] defaults; edgekit.toml's tables and the flags override them key by key."""
+    model_file = m.get("model_file")
+    if m.get("factory") or model_file is None:
+        return m
+    from .export.paddlex import check_against_program, find_model_yml, merge_tables, read_model_yml
+
+    yml = find_model_yml(Path(model_file))
+    if yml is None:
+        return m
+    given = {section for section, present in (("preprocess", "preprocess" in m),
+                                              ("task", m.get("task_kind") is not None or bool(m.get("task_options"))))
+             if present}
+    try:
+        desc = read_model_yml(yml)
+    except EdgekitError:
+        if not given:
+            raise
+        desc = read_model_yml(yml, overridden=given)     # edgekit.toml replaces the part that cannot be read
+    if m.get("inputs"):
+        desc = check_against_program(desc, tuple(m["inputs"]))
+    task_given = {"kind": m.get("task_kind"), **(m.get("task_options") or {})} if "task" in given else None
+    preprocess, task = merge_tables(desc, m.get("preprocess_table"), task_given)
+    out = dict(m, model_description=desc)
+    if preprocess:
+        out["preprocess"] = _preprocess(preprocess, yml)
+    if task:
+        out["task_kind"], out["task_options"] = task.get("kind"), {k: v for k, v in task.items() if k != "kind"}
+    return out
 
 
 def _build(m: dict, config_file: Path | None) -> BuildConfig:
@@ -360,7 +394,8 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
                           "leave it out: an exported model's format says which Paddle wrote it")
     model = ModelConfig(name=name, factory=m.get("factory"), weights=m.get("weights"),
                         model_file=m.get("model_file"), params_file=m.get("params_file"),
-                        inputs=tuple(m.get("inputs") or ()), paddle=int(paddle_major))
+                        inputs=tuple(m.get("inputs") or ()), paddle=int(paddle_major),
+                        description=m["model_description"].source if m.get("model_description") else None)
     data = DataConfig(m.get("calibration"), m.get("evaluation"), m.get("labels"), m.get("preprocess"), m.get("images"))
     precision = _enum(Precision, m.get("precision", "fp32"), "precision (--quant / EDGEKIT_QUANT / [build] precision)")
     target = _enum(Target, m.get("target", "arm64"), "target (--target / EDGEKIT_TARGET / [build] target)")

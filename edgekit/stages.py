@@ -50,14 +50,25 @@ def import_onnx(rec: BuildRecord) -> BuildRecord:
     limits = parity.Tolerance(cfg.gates.import_max_abs, cfg.gates.import_min_cosine)
     static, report = convert(cfg.model.model_file, _folder(rec, "export"), {s.name: s.shape for s in cfg.model.inputs},
                              timeout=cfg.tool_timeout, limits=limits)
+    if cfg.model.description is not None:   # an inference.yml beside the .onnx that contradicts it is refused here
+        report = dict(report, description=_described(cfg, static))
     return rec.with_(static=static, feeds=static.feeds, onnx_import=report)
+
+
+def _described(cfg: BuildConfig, static: StaticModel) -> dict:
+    from .export.paddlex import check_against_program, read_model_yml
+
+    return check_against_program(read_model_yml(cfg.model.description), static.feeds).to_json()
 
 
 def load_pir(rec: BuildRecord) -> BuildRecord:
     """A Paddle 3 PIR program: described by Paddle 3, translated into a legacy program (checked in `paddle3_reference`)."""
     from .export.pir import load_pir as translate
 
-    static, report = translate(rec.cfg.model, _folder(rec, "export"), rec.cfg.tool_timeout)
+    cfg = rec.cfg
+    static, report = translate(cfg.model, _folder(rec, "export"), cfg.tool_timeout)
+    if cfg.model.description is not None:   # an inference.yml that contradicts the program is refused here
+        report = dict(report, description=_described(cfg, static))
     return rec.with_(static=static, feeds=static.feeds, paddle3=report)
 
 

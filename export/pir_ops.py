@@ -114,11 +114,38 @@ def with_xshape(e, op, legacy: str, attrs: dict, x: str = "x") -> None:
 
 
 def reshape(e, op) -> None:
-    shape = [int(v) for v in e.const(op, "shape")]
+    shape = _reshape_target(e, op)
+    if shape is None:   # sizes computed at run time, as Paddle 2.6 writes them
+        elements = e.list_of(op, "shape")
+        rank = len(op["outputs"][0][2] or [])
+        if len(elements) == 1 and rank > 1:      # the whole shape as one 1-D tensor: the Shape input (int32)
+            inputs, attrs = {"X": [e.inp(op, "x")], "Shape": [e.tensor_of(op, elements[0], "int32")]}, {"shape": []}
+        else:                                    # one tensor per dimension: ShapeTensor
+            inputs = {"X": [e.inp(op, "x")], "ShapeTensor": [e.tensor_of(op, v, "int64") for v in elements]}
+            attrs = {"shape": [-1] * rank}
+        e.emit("reshape2", inputs, {"Out": [e.out(op, 0)], "XShape": [e.xshape(op)]}, attrs)
+        return
     inferred = op["outputs"][0][2]
     if inferred is not None and all(d > 0 for d in inferred):
         shape = [int(d) for d in inferred]   # Paddle 2.6 writes the resolved shape ([1, 32, 1, 1], not [1, -1, 1, 1])
     with_xshape(e, op, "reshape2", {"shape": shape})
+
+
+def _reshape_target(e, op) -> list[int] | None:
+    """The target shape as numbers: constants, and `x.shape[i]` at position i written as 0 ("keep dimension i"),
+    which is what `x.reshape([x.shape[0], -1])` means; None when a size is only known at run time."""
+    source = dict(op["inputs"]).get("x")
+    if not e.is_list(op, "shape"):
+        return [int(v) for v in e.const(op, "shape")]
+    shape = []
+    for position, vid in enumerate(e.list_of(op, "shape")):
+        if e.is_const(vid):
+            shape.append(int(e.const_value(vid)))
+        elif e.dims.get(vid) == (source, position):
+            shape.append(0)
+        else:
+            return None
+    return shape
 
 
 def flatten(e, op) -> None:
@@ -201,6 +228,17 @@ def slice_(e, op) -> None:
            {"axes": [int(v) for v in a["axes"]], "starts": [int(v) for v in e.const(op, "starts")],
             "ends": [int(v) for v in e.const(op, "ends")], "infer_flags": [int(v) for v in a.get("infer_flags", [])],
             "decrease_axis": [int(v) for v in a.get("decrease_axis", [])]})
+    _dim_of(e, op, "input", e.const(op, "starts"), e.const(op, "ends"), a["axes"])
+
+
+def strided_slice(e, op) -> None:
+    starts, ends, strides = (e.const(op, n) for n in ("starts", "ends", "strides"))
+    e.emit("strided_slice", {"Input": [e.inp(op, "x")]}, {"Out": [e.out(op, 0)]},
+           {"axes": [int(v) for v in op["attrs"]["axes"]], "starts": [int(v) for v in starts],
+            "ends": [int(v) for v in ends], "strides": [int(v) for v in strides],
+            "infer_flags": [1] * len(op["attrs"]["axes"]), "decrease_axis": []})
+    if all(int(v) == 1 for v in strides):
+        _dim_of(e, op, "x", starts, ends, op["attrs"]["axes"])
 
 
 def gather(e, op) -> None:
@@ -217,6 +255,14 @@ def argmax(e, op) -> None:
 
 def shape_(e, op) -> None:
     e.emit("shape", {"Input": [e.inp(op, "input")]}, {"Out": [e.out(op, 0)]}, {})
+    e.shape_of[op["outputs"][0][1]] = dict(op["inputs"])["input"]
+
+
+def _dim_of(e, op, source_operand: str, starts, ends, axes) -> None:
+    """`shape(x)[i]`: remembered, so a reshape can say "keep dimension i" instead of computing it."""
+    src = dict(op["inputs"]).get(source_operand)
+    if src in e.shape_of and list(axes) == [0] and len(starts) == 1 and int(ends[0]) == int(starts[0]) + 1:
+        e.dims[op["outputs"][0][1]] = (e.shape_of[src], int(starts[0]))
 
 
 def pad3d(e, op) -> None:
@@ -241,6 +287,74 @@ def logical(e, op, legacy: str) -> None:
 
 def logical_not(e, op) -> None:
     e.emit("logical_not", {"X": [e.inp(op, "x")]}, {"Out": [e.out(op, 0)]}, {})
+
+
+def if_(e, op) -> None:
+    """`pd_op.if` as Paddle 2.6's `static.nn.cond` writes a tensor-dependent `if` (what Lite 2.13 runs):
+
+        conditional_block(Cond=[c], Input=[what block 1 reads], Out=[what it writes outside], Scope)  true ops + assign
+        logical_not(c) -> n
+        conditional_block(Cond=[n], ...)                                                             false ops + assign
+        cast(c, int32) -> mask; per result: select_input(X=[false result, true result], Mask=mask)
+    """
+    if len(op["blocks"]) != 2:
+        e.unsupported(op, f"an if with {len(op['blocks'])} blocks (edgekit knows a true and a false block)")
+    for _, _, shape, _ in op["outputs"]:
+        if shape is None:
+            e.unsupported(op, "a result that is not a tensor (a list or an optional value)")
+    here = e.position
+    cond = e.inp(op, op["inputs"][0][0])
+    cond_shape = e.block._var_recursive(cond).shape
+    true_outs = _branch(e, op, 0, cond, here)
+    not_cond = e.new_var("logical_not", cond_shape, "bool")
+    e.emit("logical_not", {"X": [cond]}, {"Out": [not_cond]}, {})
+    false_outs = _branch(e, op, 1, not_cond, here)
+    if not op["outputs"]:
+        return
+    mask = e.new_var("cast", cond_shape, "int32")
+    e.emit("cast", {"X": [cond]}, {"Out": [mask]}, {"in_dtype": e.var_dtype("bool"), "out_dtype": e.var_dtype("int32")})
+    for index, (false_out, true_out) in enumerate(zip(false_outs, true_outs)):
+        e.emit("select_input", {"X": [false_out, true_out], "Mask": [mask]}, {"Out": [e.out(op, index)]}, {})
+
+
+def _branch(e, op, number: int, cond: str, here: str) -> list[str]:
+    """One block of an `if` as a legacy sub-block under a `conditional_block`; returns the variables it fills."""
+    ops = op["blocks"][number]
+    if not ops or ops[-1]["op"] != "cf.yield" or len(ops[-1]["inputs"]) != len(op["outputs"]):
+        e.unsupported(op, f"block {number} does not end by yielding one value per result of the if")
+    outs = [e.new_var("cond_out", shape, dtype) for _, _, shape, dtype in op["outputs"]]
+    with e.sub_block() as block:
+        e.run(ops, f"{here}/{number}")
+        e.position = here
+        for (_, vid), name in zip(ops[-1]["inputs"], outs):
+            e.block_result(op, vid, name)
+    reads, writes = block_io(block)
+    e.emit("conditional_block", {"Cond": [cond], "Input": reads}, {"Out": writes, "Scope": [e.step_scopes()]},
+           {"sub_block": block, "is_scalar_condition": True})
+    return outs
+
+
+def block_io(block) -> tuple[list[str], list[str]]:
+    """What a sub-block reads from and writes to its enclosing blocks, in first-use order (Paddle 2.6's
+    `get_inputs_outputs_in_block` finds the same sets; a fixed order keeps rebuilt programs byte-identical)."""
+    parent = block.program.block(block.parent_idx)
+    produced: set[str] = set()
+    reads: list[str] = []
+    writes: list[str] = []
+    for inner in block.ops:
+        for slot in inner.input_names:
+            reads += [n for n in inner.input(slot) if n not in produced and n not in reads]
+        for slot in inner.output_names:
+            for name in inner.output(slot):
+                produced.add(name)
+                if name not in writes:
+                    writes.append(name)
+    outside = parent._find_var_recursive
+    # a parameter written in place (batch_norm's running statistics, MeanOut = Mean) is no result of the block:
+    # Lite's conditional_block clears every Out before it runs, which frees the weights the .nb loaded
+    # (ARM: `munmap_chunk(): invalid pointer`), so unlike Paddle 2.6 such parameters are not listed
+    return ([n for n in reads if outside(n) is not None],
+            [n for n in writes if outside(n) is not None and not outside(n).persistable])
 
 
 def identity(e, op, operand: str = "x") -> None:
@@ -272,14 +386,15 @@ def _build_table() -> dict[str, Callable]:
         "softmax": lambda e, op: softmax(e, op, "softmax"), "log_softmax": lambda e, op: softmax(e, op, "log_softmax"),
         "nearest_interp": lambda e, op: interp(e, op, "nearest_interp_v2"),
         "bilinear_interp": lambda e, op: interp(e, op, "bilinear_interp_v2"),
-        "clip": clip, "cast": cast, "pow": pow_, "slice": slice_, "gather": gather, "argmax": argmax,
+        "clip": clip, "cast": cast, "pow": pow_, "slice": slice_, "strided_slice": strided_slice, "gather": gather, "argmax": argmax,
         "shape": shape_, "shape64": shape_, "pad3d": pad3d, "where": where, "logical_not": logical_not,
-        "dropout": identity, "assign": identity,
+        "dropout": identity, "assign": identity, "if": if_,
     })
     return table
 
 
 TRANSLATORS = _build_table()
+CONTROL_FLOW = ("pd_op.if",)   # ops with blocks that translate; pd_op.while (a loop) is refused by name
 
 
 def lookup(pir_name: str) -> Callable | None:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from . import pir_ops
 log = logging.getLogger(__name__)
 
 CONSTANT_OPS = ("pd_op.full", "pd_op.full_int_array", "pd_op.assign_value", "pd_op.assign_value_")
+YIELD = "cf.yield"            # ends each block of a control-flow op: its operands are the block's results
 NOT_TRANSLATED_HINT = ("export that part of the model differently (edgekit translates the ops CV and OCR models use), "
                        "or convert the model to ONNX with paddle2onnx and build the .onnx")
 
@@ -47,8 +49,13 @@ class Emitter:
         self.lists: dict[str, list[str]] = {}     # builtin.combine: vector value -> its elements
         self.vectors: dict[str, Callable] = {}    # pending split: vector value -> emits once the elements are known
         self.dtypes: dict[str, str] = {}
+        self.shape_of: dict[str, str] = {}        # pd_op.shape result -> the value whose shape it is
+        self.dims: dict[str, tuple[str, int]] = {}   # shape(x)[i] -> (x, i)
         self.counter = 0
-        self.position = 0
+        self.position = "0"                       # where the op being translated is ("5", or "5/1/3" in a block)
+        self.feeds: list[str] = []
+        self.fetches: list[str] = []
+        self.translated: dict[str, int] = {}      # PIR op -> how many were translated
 
     # -------------------------------------------------------------- operands
     def _operand(self, op: dict, name: str) -> str | None:
@@ -71,6 +78,32 @@ class Emitter:
         if vid not in self.lists:
             raise self._refuse(op, f"operand {name!r} is not a list built in the program")
         return [self._var(op, v) for v in self.lists[vid]]
+
+    def is_list(self, op: dict, name: str) -> bool:
+        return self._operand(op, name) in self.lists
+
+    def list_of(self, op: dict, name: str) -> list[str]:
+        return list(self.lists[self._operand(op, name)])
+
+    def is_const(self, vid: str) -> bool:
+        return vid in self.consts
+
+    def const_value(self, vid: str):
+        value = self.consts[vid]
+        return value[0] if isinstance(value, list) else value
+
+    def tensor_of(self, op: dict, vid: str, dtype: str) -> str:
+        """A list element as a variable of `dtype` (constants become fill_constant; others are cast if need be)."""
+        if vid in self.consts and vid not in self.values:
+            self.const_meta[vid] = ((1,), dtype)
+        name = self._var(op, vid)
+        if self.dtypes.get(vid, dtype) == dtype:
+            return name
+        cast = self._name("cast")
+        self.block.create_var(name=cast, shape=[1], dtype=dtype)
+        self.emit("cast", {"X": [name]}, {"Out": [cast]},
+                  {"in_dtype": self.var_dtype(self.dtypes[vid]), "out_dtype": self.var_dtype(dtype)})
+        return cast
 
     def const(self, op: dict, name: str):
         vid = self._operand(op, name)
@@ -143,6 +176,11 @@ class Emitter:
         self.block.create_var(name=name, shape=shape, dtype=dtype)
         return name
 
+    def new_var(self, label: str, shape, dtype: str) -> str:
+        name = self._name(label)
+        self.block.create_var(name=name, shape=list(shape), dtype=dtype)
+        return name
+
     def xshape(self, op: dict) -> str:
         name = self._name("xshape")
         self.block.create_var(name=name, shape=[0], dtype="float32")
@@ -162,19 +200,62 @@ class Emitter:
         return convert_np_dtype_to_dtype_(np.dtype(name))
 
     def emit(self, op_type: str, inputs: dict, outputs: dict, attrs: dict) -> None:
-        block = self.block
-        op = self.block.append_op(type=op_type, inputs={k: [block.var(n) for n in v] for k, v in inputs.items()},
-                                  outputs={k: [block.var(n) for n in v] for k, v in outputs.items()}, attrs=attrs)
+        var = self.block._var_recursive   # inside a control-flow block, operands may live in an enclosing block
+        op = self.block.append_op(type=op_type, inputs={k: [var(n) for n in v] for k, v in inputs.items()},
+                                  outputs={k: [var(n) for n in v] for k, v in outputs.items()}, attrs=attrs)
         dropped = [name for name in attrs if not op.desc.has_attr(name)]
         if dropped:   # Paddle 2.6 drops attributes its op definition lacks (and every later save would again)
             raise UntranslatableOp(f"the legacy {op_type} op has no attribute {', '.join(dropped)} in Paddle 2.6",
                                    "report the model: edgekit's translation table writes an attribute Paddle 2.6 drops")
 
+    # -------------------------------------------------------------- blocks
+    def run(self, ops: list[dict], where: str = "") -> None:
+        """Translate a list of PIR ops (a program's, or one block's up to its `cf.yield`) into the current block."""
+        for index, op in enumerate(ops):
+            self.position = f"{where}/{index}" if where else str(index)
+            if op["op"] == YIELD or _bookkeeping(self, op):
+                continue
+            try:
+                pir_ops.lookup(op["op"])(self, op)
+            except InputModelError:
+                raise
+            except Exception as exc:   # Paddle 2.6 refused the op as built: a gap in the table, named
+                reason = next((line.strip() for line in reversed(str(exc).splitlines()) if line.strip()), repr(exc))
+                raise self._refuse(op, f"Paddle 2.6 refused its legacy form ({type(exc).__name__}: {reason[:200]})") from exc
+            self.translated[op["op"]] = self.translated.get(op["op"], 0) + 1
+
+    @contextmanager
+    def sub_block(self) -> Iterator:
+        """A legacy sub-block (`Program._create_block`) for a control-flow op's region, as Paddle 2.6 builds one.
+
+        PIR values defined inside a region are not visible after it (only the op's results are): they are
+        forgotten on leaving, so a constant first used in the block is written again where it is used next.
+        """
+        program = self.block.program
+        parent, values, dtypes = self.block, dict(self.values), dict(self.dtypes)
+        self.block = program._create_block()
+        try:
+            yield self.block
+        finally:
+            program._rollback()
+            self.block, self.values, self.dtypes = parent, values, dtypes
+
+    def block_result(self, op: dict, vid: str, into: str) -> None:
+        """A value a block yields, copied into the enclosing block's variable (Paddle 2.6 writes an `assign`)."""
+        self.emit("assign", {"X": [self._var(op, vid)]}, {"Out": [into]}, {})
+
+    def step_scopes(self) -> str:
+        from paddle.base import core
+
+        name = self._name("scope")
+        self.block.create_var(name=name, type=core.VarDesc.VarType.STEP_SCOPES)
+        return name
+
     # -------------------------------------------------------------- errors
     def describe(self, op: dict) -> str:
         shapes = [o[2] for o in op["outputs"] if o[2] is not None]
         where = f" (created at {op['source']})" if op.get("source") else ""
-        return f"op #{self.position} {op['op']}" + (f" -> {shapes[0]}" if shapes else "") + where
+        return f"{position_words(self.position)} {op['op']}" + (f" -> {shapes[0]}" if shapes else "") + where
 
     def _refuse(self, op: dict, reason: str) -> UntranslatableOp:
         return UntranslatableOp(f"cannot translate {self.describe(op)} of the PIR program: {reason}", NOT_TRANSLATED_HINT)
@@ -183,19 +264,54 @@ class Emitter:
         raise self._refuse(op, reason)
 
 
-def untranslatable(graph: dict) -> list[tuple[int, dict]]:
-    """Ops no table entry covers, with their position: reported all at once, before anything is built."""
-    found = []
-    for position, op in enumerate(graph["ops"]):
-        name = op["op"]
-        if name in CONSTANT_OPS or name.startswith("builtin.") or name in ("pd_op.data", "pd_op.fetch"):
-            continue
-        if op.get("blocks") or pir_ops.lookup(name) is None:
-            found.append((position, op))
+def position_words(position: str) -> str:
+    """"5/1/3" -> "op #3 of block 1 of op #5": where an op sits, nested blocks included."""
+    parts = position.split("/")
+    words = f"op #{parts[-1]}"
+    for index in range(len(parts) - 2, 0, -2):
+        words += f" of block {parts[index]} of op #{parts[index - 1]}"
+    return words
+
+
+def untranslatable(graph: dict) -> list[tuple[str, dict]]:
+    """Ops no table entry covers, with their position ("5", or "5/1/3": op 3 of block 1 of op 5), inside
+    control-flow blocks too: reported all at once, before anything is built."""
+    found: list[tuple[str, dict]] = []
+
+    def walk(ops: list[dict], where: str) -> None:
+        for index, op in enumerate(ops):
+            position = f"{where}/{index}" if where else str(index)
+            name = op["op"]
+            if name in CONSTANT_OPS or name.startswith("builtin.") or name in ("pd_op.data", "pd_op.fetch"):
+                continue
+            if name == YIELD and where and index == len(ops) - 1:
+                continue
+            blocks = op.get("blocks")
+            if pir_ops.lookup(name) is None or (blocks and name not in pir_ops.CONTROL_FLOW):
+                found.append((position, op))
+            for number, block in enumerate(blocks or ()):
+                walk(block, f"{position}/{number}")
+
+    walk(graph["ops"], "")
     return found
 
 
-def _bookkeeping(e: Emitter, op: dict, feeds: list, fetches: list) -> bool:
+def control_flow_ops(graph: dict) -> dict[str, int]:
+    """How many control-flow ops (ops with blocks) a described PIR program holds, nested ones included."""
+    counts: dict[str, int] = {}
+
+    def walk(ops: list[dict]) -> None:
+        for op in ops:
+            if op.get("blocks"):
+                counts[op["op"]] = counts.get(op["op"], 0) + 1
+                for block in op["blocks"]:
+                    walk(block)
+
+    walk(graph["ops"])
+    return counts
+
+
+def _bookkeeping(e: Emitter, op: dict) -> bool:
     """Ops that add no legacy op: constants, lists, inputs and outputs. True when handled."""
     name = op["op"]
     if name in CONSTANT_OPS:
@@ -223,10 +339,10 @@ def _bookkeeping(e: Emitter, op: dict, feeds: list, fetches: list) -> bool:
         e.block.create_var(name=feed, shape=shape, dtype=dtype, need_check_feed=True)
         e.values[vid] = feed
         e.dtypes[vid] = dtype
-        feeds.append(feed)
+        e.feeds.append(feed)
         return True
     if name == "pd_op.fetch":
-        fetches.append(e.inp(op, op["inputs"][0][0]))
+        e.fetches.append(e.inp(op, op["inputs"][0][0]))
         return True
     return False
 
@@ -238,11 +354,12 @@ def translate(graph_file: Path, params_file: Path, out_prefix: Path) -> dict:
     graph = json.loads(graph_file.read_text(encoding="utf-8"))
     missing = untranslatable(graph)
     if missing:
-        kinds = sorted({op["op"] + (" (control flow)" if op.get("blocks") else "") for _, op in missing})
+        kinds = sorted({op["op"] + (" (control flow edgekit does not translate)" if op.get("blocks") else "")
+                        for _, op in missing})
         first_pos, first = missing[0]
         shapes = [o[2] for o in first["outputs"] if o[2] is not None]
         raise UntranslatableOp(
-            f"the PIR program holds op(s) edgekit cannot translate yet: {', '.join(kinds)} (first: op #{first_pos} "
+            f"the PIR program holds op(s) edgekit cannot translate yet: {', '.join(kinds)} (first: {position_words(first_pos)} "
             f"{first['op']}{' -> ' + str(shapes[0]) if shapes else ''}{' at ' + first['source'] if first.get('source') else ''}; "
             f"{len(missing)} in all)", NOT_TRANSLATED_HINT)
     with np.load(params_file) as data:
@@ -260,21 +377,8 @@ def translate(graph_file: Path, params_file: Path, out_prefix: Path) -> dict:
             scope.var(pname).get_tensor().set(array, place)
             e.values[vid] = pname
             e.dtypes[vid] = str(array.dtype)
-        feeds: list[str] = []
-        fetches: list[str] = []
-        translated: dict[str, int] = {}
-        for position, op in enumerate(graph["ops"]):
-            e.position = position
-            if _bookkeeping(e, op, feeds, fetches):
-                continue
-            try:
-                pir_ops.lookup(op["op"])(e, op)
-            except InputModelError:
-                raise
-            except Exception as exc:   # Paddle 2.6 refused the op as built: a gap in the table, named
-                reason = next((line.strip() for line in reversed(str(exc).splitlines()) if line.strip()), repr(exc))
-                raise e._refuse(op, f"Paddle 2.6 refused its legacy form ({type(exc).__name__}: {reason[:200]})") from exc
-            translated[op["op"]] = translated.get(op["op"], 0) + 1
+        e.run(graph["ops"])
+        feeds, fetches = e.feeds, e.fetches
         if not feeds or not fetches:
             raise InputModelError("the PIR program has no inputs (pd_op.data) or no outputs (pd_op.fetch)",
                                   "save the model with paddle.jit.save or paddle.static.save_inference_model")
@@ -287,6 +391,6 @@ def translate(graph_file: Path, params_file: Path, out_prefix: Path) -> dict:
         info.unlink()
     if not out_prefix.with_suffix(".pdiparams").exists():   # a program without parameters
         out_prefix.with_suffix(".pdiparams").write_bytes(b"")
-    log.info("translated %d PIR ops into a legacy program", sum(translated.values()))
-    return {"pir_ops": translated, "paddle": graph.get("paddle", "")}
+    log.info("translated %d PIR ops into a legacy program of %d blocks", sum(e.translated.values()), len(program.blocks))
+    return {"pir_ops": e.translated, "paddle": graph.get("paddle", ""), "control_flow": control_flow_ops(graph)}
 

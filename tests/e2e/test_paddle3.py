@@ -149,3 +149,74 @@ def test_bad_paddle3_input_is_one_line_and_writes_nothing(zoo, cli, tmp_path, mo
     assert expect in result.output, result.output
     assert "fix:" in result.output
     assert leftovers(out) == []
+
+
+CLS_YML = """Global:
+  model_name: PP-LCNet_x0_25_textline_ori
+PreProcess:
+  transform_ops:
+  - DecodeImage: {channel_first: false, img_mode: RGB}
+  - ClsLabelEncode: null
+  - ClsResizeImg: {image_shape: [3, 48, WIDTH]}
+  - KeepKeys: {keep_keys: [image, label]}
+PostProcess:
+  name: ClsPostProcess
+  label_list: ['0', '180']
+"""
+
+
+@pytest.fixture(scope="module")
+def paddlex_cls(tmp_path_factory, cli):
+    """PP-OCR's direction classifier as PaddleOCR 3.x ships it: a PIR program written by Paddle 3 (here: the
+    rapidocr ONNX model imported, then re-saved by Paddle 3) and its inference.yml."""
+    from edgekit.examples.ppocr import make_data, models
+
+    root = tmp_path_factory.mktemp("paddlex-cls")
+    make_data.make_data(root / "data", seed=0, counts=make_data.Counts(det_calib=1, det_eval=1, rec_calib=1, rec_eval=1,
+                                                                       cls_calib=8, cls_eval=12))
+    cli("import", "onnx", models.model_path("cls"), "--out", root / "imported", "--input", "x:-1x3x48x192")
+    legacy = next((root / "imported").rglob("*.pdmodel")).with_suffix("")
+    env = dict(os.environ, FLAGS_enable_pir_api="0", FLAGS_enable_pir_in_executor="1")
+    done = subprocess.run([_paddle3(), str(HERE / "paddle3_resave.py"), str(legacy), str(root / "model" / "inference")],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (root / "model" / "inference.yml").write_text(CLS_YML.replace("WIDTH", "192"))
+    return root
+
+
+def test_paddlex_folder_builds_int8_with_no_toml(paddlex_cls, cli, tmp_path):
+    """`edgekit build -m DIR`: preprocessing, task and labels come from inference.yml; tier A against Paddle 3."""
+    data = paddlex_cls / "data"
+    cli("build", "-m", paddlex_cls / "model", "--calib", data / "cls_calib.npz", "--eval", data / "cls_eval.npz",
+        "--quant", "int8", "--out", tmp_path, "--name", "cls", "--quiet")
+    bundle = tmp_path / "cls" / "arm64-int8"
+    m = manifest(bundle)
+    assert m["source"]["description"]["path"].endswith("inference.yml")
+    assert m["task"]["kind"] == "ocr_cls"
+    assert json.loads((bundle / "task.json").read_text())["options"]["labels"] == ["0", "180"]
+    pre = json.loads((bundle / "preprocess.json").read_text())["preprocess"]
+    assert (pre["resize"], pre["resize_mode"]) == ([48, 192], "fit_height")
+    tier_a = {c["metric"]: c["value"] for c in m["parity"]["checks"] if c["tier"] == "A"}
+    assert tier_a["max_abs"] <= 1e-4                           # the x86 twin vs Paddle 3 on the source program
+    accuracy = m["parity"]["accuracy"]
+    assert accuracy["fp32 reference"] >= 90.0, accuracy        # measured 100 on these 24 crops
+    assert accuracy["fp32 reference"] - accuracy["int8 simulated"] <= 1.0, accuracy
+    emulated = [k for k in accuracy if "emulated" in k]
+    if os.environ.get("EDGEKIT_LITE_ARM"):                     # tier C agrees with tier B in the task's metric
+        assert emulated and accuracy[emulated[0]] == accuracy["int8 simulated"], accuracy
+    upright, rotated = sorted((data / "cls_images").glob("*.png"))[:2]   # make_data writes lines upright, rotated, ...
+    assert json.loads(cli("run", bundle, upright).output)["label"] == "0"
+    assert json.loads(cli("run", bundle, rotated).output)["label"] == "180"
+
+
+def test_paddlex_yml_contradicting_the_program_is_refused(paddlex_cls, cli, tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    for name in ("inference.json", "inference.pdiparams"):
+        (folder / name).write_bytes((paddlex_cls / "model" / name).read_bytes())
+    (folder / "inference.yml").write_text(CLS_YML.replace("WIDTH", "100"))
+    result = cli("build", "-m", folder, "--eval", paddlex_cls / "data" / "cls_eval.npz", "--no-emulation",
+                 "--out", tmp_path / "out", ok=False)
+    assert result.exit_code == 3, result.output
+    assert "192" in result.output and "100" in result.output, result.output
+    assert leftovers(tmp_path / "out") == []
