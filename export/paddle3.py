@@ -74,7 +74,8 @@ def find(timeout: float = 120.0) -> Paddle3:
                f"and set {ENV_PYTHON} to its python")
     if not python:
         why = os.environ.get(ENV_UNAVAILABLE)
-        raise Paddle3Unavailable("this is a Paddle 3 model, and no Paddle 3 interpreter is set up"
+        raise Paddle3Unavailable("Paddle 3 is needed (a PIR program or Paddle 3 model code), and no Paddle 3 interpreter "
+                                 "is set up"
                                  + (f" (./run: {why})" if why else f" ({ENV_PYTHON} is unset)"), install)
     record = proc.run([python, "-c", "import paddle, sys; sys.stdout.write(paddle.__version__)"], timeout=timeout,
                       what="Paddle 3's interpreter")

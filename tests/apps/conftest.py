@@ -174,3 +174,11 @@ def java_classes(jvm, tmp_path_factory) -> Path:
                            *map(str, sources)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     return out
+
+
+def pytest_collection_modifyitems(config, items):
+    """Everything here builds an asset set and native/ code: the `native` mark keeps it out of the fast tier."""
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if here in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.native)

@@ -151,36 +151,18 @@ def test_bad_paddle3_input_is_one_line_and_writes_nothing(zoo, cli, tmp_path, mo
     assert leftovers(out) == []
 
 
-CLS_YML = """Global:
-  model_name: PP-LCNet_x0_25_textline_ori
-PreProcess:
-  transform_ops:
-  - DecodeImage: {channel_first: false, img_mode: RGB}
-  - ClsLabelEncode: null
-  - ClsResizeImg: {image_shape: [3, 48, WIDTH]}
-  - KeepKeys: {keep_keys: [image, label]}
-PostProcess:
-  name: ClsPostProcess
-  label_list: ['0', '180']
-"""
-
-
 @pytest.fixture(scope="module")
-def paddlex_cls(tmp_path_factory, cli):
-    """PP-OCR's direction classifier as PaddleOCR 3.x ships it: a PIR program written by Paddle 3 (here: the
-    rapidocr ONNX model imported, then re-saved by Paddle 3) and its inference.yml."""
-    from edgekit.examples.ppocr import make_data, models
+def paddlex_cls(tmp_path_factory):
+    """PP-OCR's direction classifier as PaddleOCR 3.x ships it: a PIR program written by Paddle 3 and its
+    inference.yml (`edgekit.examples.ppocr.paddle3`: the rapidocr ONNX model imported, re-saved by Paddle 3)."""
+    from edgekit.examples.ppocr import make_data, paddle3
 
+    _paddle3()
     root = tmp_path_factory.mktemp("paddlex-cls")
     make_data.make_data(root / "data", seed=0, counts=make_data.Counts(det_calib=1, det_eval=1, rec_calib=1, rec_eval=1,
                                                                        cls_calib=8, cls_eval=12))
-    cli("import", "onnx", models.model_path("cls"), "--out", root / "imported", "--input", "x:-1x3x48x192")
-    legacy = next((root / "imported").rglob("*.pdmodel")).with_suffix("")
-    env = dict(os.environ, FLAGS_enable_pir_api="0", FLAGS_enable_pir_in_executor="1")
-    done = subprocess.run([_paddle3(), str(HERE / "paddle3_resave.py"), str(legacy), str(root / "model" / "inference")],
-                          env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    (root / "model" / "inference.yml").write_text(CLS_YML.replace("WIDTH", "192"))
+    paddle3.make(root, ["cls"])
+    (root / "model").symlink_to(root / "cls")
     return root
 
 
@@ -214,7 +196,7 @@ def test_paddlex_yml_contradicting_the_program_is_refused(paddlex_cls, cli, tmp_
     folder.mkdir()
     for name in ("inference.json", "inference.pdiparams"):
         (folder / name).write_bytes((paddlex_cls / "model" / name).read_bytes())
-    (folder / "inference.yml").write_text(CLS_YML.replace("WIDTH", "100"))
+    (folder / "inference.yml").write_text((paddlex_cls / "model" / "inference.yml").read_text().replace("192", "100"))
     result = cli("build", "-m", folder, "--eval", paddlex_cls / "data" / "cls_eval.npz", "--no-emulation",
                  "--out", tmp_path / "out", ok=False)
     assert result.exit_code == 3, result.output

@@ -242,3 +242,11 @@ def camera_demo(emulation, native_cache):
         return made[abi]
 
     return need
+
+
+def pytest_collection_modifyitems(config, items):
+    """Everything here builds native/ with cmake: the `native` mark keeps it out of the fast tier."""
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if here in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.native)

@@ -1,7 +1,8 @@
-"""Re-save a legacy inference model as a PIR program with Paddle 3: the format PaddleOCR 3.x ships.
+"""Re-save a legacy inference model as a PIR program with Paddle 3 (the format PaddleOCR 3.x ships). Run by
+Paddle 3's interpreter, never imported by edgekit (`paddle3.py` starts it).
 
-Run by Paddle 3's interpreter with FLAGS_enable_pir_api=0 FLAGS_enable_pir_in_executor=1 (the legacy
-loader then hands back a PIR program): `python paddle3_resave.py SRC_PREFIX DST_PREFIX`. X2Paddle's
+With FLAGS_enable_pir_api=0 FLAGS_enable_pir_in_executor=1 Paddle 3's legacy loader hands back a PIR
+program: `python _resave_pir.py SRC_PREFIX DST_PREFIX`. X2Paddle's
 `x2paddle_<name>` feeds get the ONNX input's own name back, as PaddleOCR's exports have them.
 """
 
