@@ -11,7 +11,7 @@ means (no bundle).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -53,12 +53,40 @@ def require_finite(static: StaticModel, reference: Sequence[np.ndarray]) -> None
                                      "the model itself is numerically broken on this data: check weights and preprocessing")
 
 
+CONTROL_FLOW_OPS = ("conditional_block", "while")   # legacy ops that run a sub-block only when the data says so
+
+
+def control_flow_note(op_counts: Mapping[str, int]) -> str | None:
+    """The report's warning for a program whose blocks run depending on the data; None without control flow."""
+    found = {op: int(op_counts.get(op, 0)) for op in CONTROL_FLOW_OPS if op_counts.get(op, 0)}
+    if not found:
+        return None
+    total = sum(found.values())
+    listed = ", ".join(f"{count} {op}" for op, count in found.items())
+    return (f"control flow: the program holds {total} control-flow block{'s' if total != 1 else ''} ({listed}); "
+            "the tiers cover only the branches the evaluation samples take, and say nothing about a branch no sample "
+            "takes: give evaluation data that takes each one")
+
+
+def program_op_counts(static: StaticModel) -> dict[str, int]:
+    """How often each op occurs in the program, sub-blocks included."""
+    from .export import program as prog
+
+    counts: dict[str, int] = {}
+    for block in prog.parse_program(static.model_file).blocks:
+        for op in block.ops:
+            counts[op.type] = counts.get(op.type, 0) + 1
+    return counts
+
+
 def start_report(static: StaticModel, evaluation: EvalSet, reference: Sequence[np.ndarray]) -> parity.ParityReport:
     report = parity.ParityReport(samples=len(evaluation), metric=evaluation.primary or "top1")
     notes = []
     if static.check:
         notes.append(f"reference engine checked: {static.check['engine']}, max abs {static.check['max_abs']:.3g} "
                      f"on {static.check['samples']} samples")
+    if any(op in static.op_types for op in CONTROL_FLOW_OPS):   # here, not in tier_notes: this is where the program is
+        notes.append(control_flow_note(program_op_counts(static)))
     metrics = {"fp32 reference": evaluation.evaluate(reference)} if evaluation.has_truth else None
     return report.extended(metrics=metrics, notes=notes)
 

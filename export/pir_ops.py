@@ -204,8 +204,10 @@ def interp(e, op, legacy: str) -> None:
 def reduce(e, op, legacy: str) -> None:
     a = op["attrs"]
     axes = [int(v) for v in (e.const(op, "axis") if e.has(op, "axis") else a.get("axis", []))]
+    # a reduction over everything is `dim: [], reduce_all: true`, as Paddle 2.6 writes it: Lite's ARM reduce_mean
+    # crashes on `dim: [0], reduce_all: true` (x86 reads it right)
     e.emit(legacy, {"X": [e.inp(op, "x")]}, {"Out": [e.out(op, 0)]},
-           {"dim": axes or [0], "keep_dim": bool(a.get("keepdim", False)), "reduce_all": not axes})
+           {"dim": axes, "keep_dim": bool(a.get("keepdim", False)), "reduce_all": not axes})
 
 
 def clip(e, op) -> None:
@@ -350,11 +352,7 @@ def block_io(block) -> tuple[list[str], list[str]]:
                 if name not in writes:
                     writes.append(name)
     outside = parent._find_var_recursive
-    # a parameter written in place (batch_norm's running statistics, MeanOut = Mean) is no result of the block:
-    # Lite's conditional_block clears every Out before it runs, which frees the weights the .nb loaded
-    # (ARM: `munmap_chunk(): invalid pointer`), so unlike Paddle 2.6 such parameters are not listed
-    return ([n for n in reads if outside(n) is not None],
-            [n for n in writes if outside(n) is not None and not outside(n).persistable])
+    return [n for n in reads if outside(n) is not None], [n for n in writes if outside(n) is not None]
 
 
 def identity(e, op, operand: str = "x") -> None:
