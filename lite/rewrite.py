@@ -222,13 +222,90 @@ def restore_attributes(model: StaticModel, out_dir: Path,
                        "max_abs": worst, "reason": "Paddle 2.6 saves programs without them; opt 2.13rc0 aborts"}
 
 
+REDUCES = ("reduce_mean", "reduce_sum", "reduce_max", "reduce_min")
+
+
+def whole_tensor_reductions(model: StaticModel, out_dir: Path,
+                            samples: dict[str, np.ndarray]) -> tuple[StaticModel, dict | None]:
+    """A reduction over every element becomes `reshape2(x, [1, -1])` reduced over axis 1.
+
+    Lite 2.13's ARM `reduce_mean` with `reduce_all` returns a wrong value (measured: max abs 0.63 on a
+    mean of ~0.9; x86 is right), and it refuses more than two explicit dims; over one flattened
+    axis it is exact.
+    """
+    program = prog.parse_program(model.model_file)
+    replaced = 0
+    for block in program.blocks:
+        index = 0
+        while index < len(block.ops):
+            op = block.ops[index]
+            x_name = op.input("X")[0] if op.type in REDUCES else None
+            rank = len(block._var_recursive(x_name).shape) if x_name else 0
+            dims = sorted({d % rank for d in op.attr("dim")}) if x_name and rank else []
+            if x_name is None or rank < 2 or not (op.attr("reduce_all") or dims == list(range(rank))):
+                index += 1
+                continue
+            x_var, out_var = block._var_recursive(x_name), block.var(op.output("Out")[0])
+            flat = block.create_var(name=f"{out_var.name}.edgekit_flat", shape=[1, -1], dtype=x_var.dtype, stop_gradient=True)
+            xshape = block.create_var(name=f"{out_var.name}.edgekit_flat_xshape", shape=[0, *x_var.shape],
+                                      dtype=x_var.dtype, stop_gradient=True)
+            block._insert_op(index, type="reshape2", inputs={"X": [x_var]}, outputs={"Out": [flat], "XShape": [xshape]},
+                             attrs={"shape": [1, -1]})
+            op._rename_input(x_name, flat.name)
+            op._set_attr("dim", [1])
+            op._set_attr("reduce_all", False)
+            keep = bool(op.attr("keep_dim"))
+            if keep:   # [1, 1] back to the rank the model expects ([1] * rank)
+                reduced = block.create_var(name=f"{out_var.name}.edgekit_reduced", shape=[1, 1], dtype=x_var.dtype,
+                                           stop_gradient=True)
+                op._rename_output(out_var.name, reduced.name)
+                shape_out = block.create_var(name=f"{out_var.name}.edgekit_xshape", shape=[0, 1, 1], dtype=x_var.dtype,
+                                             stop_gradient=True)
+                block._insert_op(index + 2, type="reshape2", inputs={"X": [reduced]},
+                                 outputs={"Out": [out_var], "XShape": [shape_out]}, attrs={"shape": [1] * rank})
+                index += 1
+            replaced += 1
+            index += 2
+    if not replaced:
+        return model, None
+    rewritten = _save(program, model, out_dir)
+    worst = _check(model, rewritten, samples, "the whole-tensor reduction rewrite")
+    return rewritten, {"rewrite": "reduction over every element -> reshape2(x, [1, -1]) reduced over axis 1",
+                       "ops": replaced, "max_abs": worst,
+                       "reason": "Paddle-Lite 2.13's ARM reduce_mean with reduce_all computes a wrong value"}
+
+
+def zero_d_constants(model: StaticModel, out_dir: Path,
+                     samples: dict[str, np.ndarray]) -> tuple[StaticModel, dict | None]:
+    """`fill_constant` with shape [] (Paddle 2.6 writes a Python float that way) becomes shape [1]: Lite 2.13 aborts
+    on it (`FillConstantOp::InferShapeImpl: no valid out_shape`, SIGABRT, in the process that loads the .nb)."""
+    program = prog.parse_program(model.model_file)
+    replaced = 0
+    for block in program.blocks:
+        for op in block.ops:
+            computed = any(op.input(name) for name in ("ShapeTensor", "ShapeTensorList") if name in op.input_names)
+            if op.type == "fill_constant" and not list(op.attr("shape")) and not computed:
+                op._set_attr("shape", [1])
+                block.var(op.output("Out")[0]).desc.set_shape([1])
+                replaced += 1
+    if not replaced:
+        return model, None
+    rewritten = _save(program, model, out_dir)
+    worst = _check(model, rewritten, samples, "the 0-D constant rewrite")
+    return rewritten, {"rewrite": "fill_constant shape [] -> [1]", "ops": replaced, "max_abs": worst,
+                       "reason": "Paddle-Lite 2.13 aborts on a 0-D fill_constant"}
+
+
 def lite_safe(model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray], x86: bool) -> tuple[StaticModel, tuple[dict, ...]]:
-    """Every rewrite the program needs before opt: the attributes Lite requires, the pad value and the scale trap
-    always, the flatten crash for x86 (the pad rewrite writes scales, so the scale rewrite runs after it)."""
+    """Every rewrite the program needs before opt: the attributes Lite requires, 0-D constants, whole-tensor
+    reductions, the pad value and the scale trap always, the flatten crash for x86 (the pad rewrite writes scales, so
+    the scale rewrite runs after it)."""
     done = []
-    model, rewrite = restore_attributes(model, out_dir / "attributes", samples)
-    if rewrite:
-        done.append(rewrite)
+    for name, rewrite_program in (("attributes", restore_attributes), ("constants", zero_d_constants),
+                                  ("reductions", whole_tensor_reductions)):
+        model, rewrite = rewrite_program(model, out_dir / name, samples)
+        if rewrite:
+            done.append(rewrite)
     model, rewrite = constant_pad_value(model, out_dir / "pad", samples)
     if rewrite:
         done.append(rewrite)

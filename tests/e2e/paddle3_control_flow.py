@@ -74,11 +74,8 @@ def mean_gate():
 
 
 def mean_gate_tensor_threshold():
-    """The same model and weights with the threshold held as a [1] buffer.
-
-    Paddle 2.6 writes the float threshold as a 0-D `fill_constant` (shape []), which Paddle-Lite 2.13 aborts on
-    (`FillConstantOp::InferShapeImpl: no valid out_shape`, SIGABRT in the predictor); a [1] tensor avoids it.
-    """
+    """The same model and weights with the threshold held as a [1] buffer (the float threshold's 0-D
+    `fill_constant` made Paddle-Lite 2.13 abort before `lite_safe` rewrote it)."""
     return _seeded(MeanGate(as_tensor=True))
 
 
