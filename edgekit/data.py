@@ -233,7 +233,7 @@ def decode_image(path: Path) -> np.ndarray:
     if size is None:
         raise DataError(f"cannot decode image {path}: not a PNG, JPEG, BMP or WebP file",
                         "remove or replace the file (PNG, JPEG, BMP or WebP)")
-    limits.check_image(DataError, f"image {path}", *size)
+    limits.check_image(DataError, f"image {path}", *size, image_format=image_format(data), file_bytes=len(data))
     image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED) if min(size) > 0 else None
     if image is None:
         raise DataError(f"cannot decode image {path}", "remove or replace the file (PNG, JPEG, BMP or WebP)")
@@ -247,16 +247,30 @@ def decode_image(path: Path) -> np.ndarray:
 _JPEG_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 
 
+def image_format(data: bytes) -> str | None:
+    """"png", "jpeg", "bmp" or "webp" by the file's first bytes (what image_size reads); None for anything else."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return "png"
+    if data[:2] == b"BM":
+        return "bmp"
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "webp"
+    if data[:2] == b"\xff\xd8":
+        return "jpeg"
+    return None
+
+
 def image_size(data: bytes) -> tuple[int, int] | None:
     """(width, height) from a PNG, JPEG, BMP or WebP header; None for anything else or a truncated header."""
     def u(offset: int, size: int, order: str = "big") -> int | None:
         chunk = data[offset:offset + size]
         return int.from_bytes(chunk, order) if len(chunk) == size else None
 
-    if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR":
+    kind = image_format(data)
+    if kind == "png" and data[12:16] == b"IHDR":
         width, height = u(16, 4), u(20, 4)
         return None if height is None else (width, height)
-    if data[:2] == b"BM":
+    if kind == "bmp":
         if u(14, 4, "little") == 12:                       # OS/2 BITMAPCOREHEADER: 16-bit sizes
             width, height = u(18, 2, "little"), u(20, 2, "little")
         else:
@@ -265,7 +279,7 @@ def image_size(data: bytes) -> tuple[int, int] | None:
                 width = width if width < 1 << 31 else (1 << 32) - width      # int32, may be negative (top-down)
                 height = height if height < 1 << 31 else (1 << 32) - height
         return None if height is None else (width, height)
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+    if kind == "webp":
         chunk = data[12:16]
         if chunk == b"VP8 " and u(26, 2, "little") is not None and u(28, 2, "little") is not None:
             return u(26, 2, "little") & 0x3FFF, u(28, 2, "little") & 0x3FFF
@@ -275,7 +289,7 @@ def image_size(data: bytes) -> tuple[int, int] | None:
         if chunk == b"VP8X" and u(27, 3, "little") is not None:
             return u(24, 3, "little") + 1, u(27, 3, "little") + 1
         return None
-    if data[:2] == b"\xff\xd8":
+    if kind == "jpeg":
         at = 2
         while at + 4 <= len(data):                         # one step per segment: linear in the file's size
             if data[at] != 0xFF:

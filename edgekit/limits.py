@@ -20,6 +20,14 @@ MAX_TENSOR_BYTES = 1 << 30          # one array of a .npy / .npz (golden vectors
 MAX_TENSOR_ELEMENTS = 1 << 30       # its element count (bounds 1-byte dtypes and zero-size items alike)
 MAX_IMAGE_PIXELS = 1 << 26          # width x height of an image to decode: 67 Mpx (8192 x 8192)
 MAX_IMAGE_SIDE = 1 << 16            # either side of an image (what stb_image, native/'s decoder, accepts)
+# Bytes an image file must have for the pixels its header claims (decoders pad missing data with zeros, so a few
+# hundred bytes could claim 64 Mpx): a complete JPEG spends at least one bit per 8x8 block, a BMP one bit per pixel.
+# A file of N bytes may claim at most N x ratio pixels; PNG has no such bound. Twins of native/'s limits.h
+# (kMaxJpegPixelsPerByte, kMaxBmpPixelsPerByte, checked in native/app/src/decode_stb.cc), so both sides refuse the
+# same files.
+MAX_JPEG_PIXELS_PER_BYTE = 512
+MAX_BMP_PIXELS_PER_BYTE = 8
+PIXELS_PER_BYTE = {"jpeg": "MAX_JPEG_PIXELS_PER_BYTE", "bmp": "MAX_BMP_PIXELS_PER_BYTE"}   # image format -> limit
 MAX_RESIZE_SIDE = 8192              # preprocess resize / crop, per side, in pixels
 MAX_JSON_BYTES = 16 << 20           # manifest.json, preprocess.json, task.json, assets.json: 16 MiB
 MAX_JSON_DEPTH = 64                 # nesting of objects and arrays in those files
@@ -54,9 +62,18 @@ def check_tensor(error: Type[EdgekitError], what: str, shape: Sequence[int], ite
     return size
 
 
-def check_image(error: Type[EdgekitError], what: str, width: int, height: int) -> None:
+def check_image(error: Type[EdgekitError], what: str, width: int, height: int, *, image_format: str | None = None,
+                file_bytes: int | None = None) -> None:
+    """An image's header within the side and pixel limits and, for a JPEG or BMP of `file_bytes`, within its
+    pixels-per-byte limit (`area > ratio x bytes` in integers, as native/'s decoder computes it)."""
     check(error, f"{what}'s larger side", max(int(width), int(height)), "MAX_IMAGE_SIDE")
-    check(error, f"{what} ({width}x{height}) in pixels", int(width) * int(height), "MAX_IMAGE_PIXELS")
+    area = int(width) * int(height)
+    check(error, f"{what} ({width}x{height}) in pixels", area, "MAX_IMAGE_PIXELS")
+    limit = PIXELS_PER_BYTE.get(image_format or "")
+    if limit is not None and file_bytes is not None and area > globals()[limit] * int(file_bytes):
+        raise refuse(error, f"{what} ({width}x{height} pixels in {int(file_bytes):,} bytes) in pixels per byte",
+                     f"{area / max(int(file_bytes), 1):,.2f}", limit,
+                     "the file is truncated or crafted: its header claims more pixels than its bytes can hold")
 
 
 def json_depth(value: Any) -> int:

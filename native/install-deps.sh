@@ -3,8 +3,10 @@
 # compilers, qemu-user (qemu-aarch64, qemu-arm), cmake and ninja; OpenSSH's client and
 # server, which the device suite uses (its tests start a loopback sshd); stb's
 # header-only image decoder (the app core and camera_demo decode PNG/JPEG with it);
-# a JDK with JUnit 4, which the Android JNI bridge's host test uses; and clang with
-# libFuzzer (compiler-rt), which builds native/fuzz/ (tests/native/test_sanitizers.py).
+# libsodium, which checks the Ed25519 signatures of asset sets in the app core (host
+# builds; docs/security.md); a JDK with JUnit 4, which the Android JNI bridge's host
+# test uses; and clang with libFuzzer (compiler-rt), which builds native/fuzz/
+# (tests/native/test_sanitizers.py).
 #   all present                     -> exit 0, silently
 #   missing, root with apt-get      -> install them quietly (Debian/Ubuntu packages)
 #   missing otherwise               -> print the apt-get line to run, exit 1
@@ -22,12 +24,13 @@ declare -A PACKAGE=(
     [scp]=openssh-client
     [/usr/sbin/sshd]=openssh-server
     [/usr/include/stb/stb_image.h]=libstb-dev
+    [/usr/include/sodium.h]=libsodium-dev
     [javac]=openjdk-17-jdk-headless
     [/usr/share/java/junit4.jar]=junit4
     [clang++]=clang
     [libFuzzer]=libclang-rt-14-dev
 )
-ALL="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user cmake ninja-build openssh-client openssh-server libstb-dev openjdk-17-jdk-headless junit4 clang libclang-rt-14-dev"
+ALL="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user cmake ninja-build openssh-client openssh-server libstb-dev libsodium-dev openjdk-17-jdk-headless junit4 clang libclang-rt-14-dev"
 
 missing_commands() {
     local cmd
@@ -35,7 +38,7 @@ missing_commands() {
         command -v "$cmd" >/dev/null 2>&1 || printf '%s\n' "$cmd"
     done
     local file
-    for file in /usr/sbin/sshd /usr/include/stb/stb_image.h /usr/share/java/junit4.jar; do   # files, not commands
+    for file in /usr/sbin/sshd /usr/include/stb/stb_image.h /usr/include/sodium.h /usr/share/java/junit4.jar; do   # files, not commands
         [[ -e "$file" ]] || printf '%s\n' "$file"
     done
     # libFuzzer's runtime sits in a clang-version folder: any version will do

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "edgekit/file_io.h"
+#include "edgekit/limits.h"
 #include "edgekit/nbfile.h"
 #include "edgekit/sha256.h"
 
@@ -80,10 +81,26 @@ fs::path resolve_inside(const std::string& root, const std::string& rel, const s
   return resolved;
 }
 
-Json read_index(const std::string& file, AssetKind kind) {
+// The index's bytes, read once: what a signature is checked on is what is parsed.
+std::string read_index_bytes(const std::string& file, AssetKind kind) {
+  std::error_code ec;
+  const std::uintmax_t size = fs::file_size(file, ec);
+  if (!ec && size > limits::kMaxJsonBytes) {
+    refuse(Refusal::schema, file + " has " + std::to_string(size) + " bytes, beyond the limit MAX_JSON_BYTES = " +
+                                std::to_string(limits::kMaxJsonBytes),
+           repackage_hint(kind));
+  }
+  try {
+    return read_file_text(file, ExitCode::model);
+  } catch (const Error& e) {
+    refuse(Refusal::schema, file + " is not readable JSON (" + std::string(e.what()) + ")", repackage_hint(kind));
+  }
+}
+
+Json parse_index(const std::string& file, const std::string& bytes, AssetKind kind) {
   Json doc;
   try {
-    doc = Json::parse(read_file_text(file, ExitCode::model));
+    doc = Json::parse(bytes);
   } catch (const Error& e) {
     refuse(Refusal::schema, file + " is not readable JSON (" + std::string(e.what()) + ")", repackage_hint(kind));
   }
@@ -220,13 +237,20 @@ ModelAssets model_entry(const Json& entry, const std::string& where, AssetKind k
   return m;
 }
 
-AssetSet open_asset_set(const std::string& root, const std::optional<std::string>& runtime) {
+AssetSet open_asset_set(const std::string& root, const std::optional<std::string>& runtime,
+                        const std::optional<PublicKey>& key) {
   const AssetKind kind = AssetKind::asset_set;
   AssetSet set;
   set.kind = kind;
   set.root = root;
   set.runtime_version = runtime;
-  const Json doc = read_index(resolve_inside(root, kAssetsIndex, kAssetsIndex, kind).string(), kind);
+  const std::string index_file = resolve_inside(root, kAssetsIndex, kAssetsIndex, kind).string();
+  const std::string index_bytes = read_index_bytes(index_file, kind);
+  if (key) {  // before anything of the set is parsed or trusted
+    check_index_signature(resolve_inside(root, kSignatureFile, kAssetsIndex, kind).string(), index_bytes, *key);
+    set.signed_by = key->id();
+  }
+  const Json doc = parse_index(index_file, index_bytes, kind);
   set.schema = doc.find("schema") && doc.at("schema").is_string() ? doc.at("schema").as_string() : "";
   if (set.schema != kAssetsSchema) {
     refuse(Refusal::schema, std::string(kAssetsIndex) + " has schema \"" + set.schema + "\", expected " + kAssetsSchema,
@@ -264,7 +288,8 @@ AssetSet open_bundle(const std::string& root, const std::optional<std::string>& 
   set.kind = kind;
   set.root = root;
   set.runtime_version = runtime;
-  const Json doc = read_index(resolve_inside(root, kBundleManifest, kBundleManifest, kind).string(), kind);
+  const std::string manifest_file = resolve_inside(root, kBundleManifest, kBundleManifest, kind).string();
+  const Json doc = parse_index(manifest_file, read_index_bytes(manifest_file, kind), kind);
   set.schema = doc.find("schema") && doc.at("schema").is_string() ? doc.at("schema").as_string() : "";
   if (set.schema != kBundleSchema) {
     refuse(Refusal::schema, std::string(kBundleManifest) + " has schema \"" + set.schema + "\", expected " + kBundleSchema,
@@ -301,12 +326,15 @@ const char* refusal_name(Refusal reason) {
     case Refusal::checksum_mismatch: return "checksum mismatch";
     case Refusal::version_mismatch: return "version mismatch";
     case Refusal::schema: return "schema";
+    case Refusal::signature: return "signature";
   }
   return "schema";
 }
 
 AssetError::AssetError(Refusal reason, const std::string& what, std::string fix)
-    : Error(reason == Refusal::version_mismatch ? ExitCode::version : ExitCode::model,
+    : Error(reason == Refusal::version_mismatch ? ExitCode::version
+            : reason == Refusal::signature      ? ExitCode::signature
+                                                : ExitCode::model,
             std::string("refused (") + refusal_name(reason) + "): " + what, std::move(fix)),
       reason_(reason) {}
 
@@ -335,6 +363,7 @@ Json AssetSet::to_json() const {
   out.set("platform", platform.empty() ? Json() : Json(platform));
   out.set("opt_version", opt_version);
   out.set("runtime_version", runtime_version ? Json(*runtime_version) : Json());
+  out.set("signed_by", signed_by.empty() ? Json() : Json(signed_by));
   out.set("files", files);
   out.set("bytes", bytes);
   out.set("verify_ms", verify_ms);
@@ -357,7 +386,8 @@ Json AssetSet::to_json() const {
   return out;
 }
 
-AssetSet open_assets(const std::string& path, const std::optional<std::string>& runtime_version) {
+AssetSet open_assets(const std::string& path, const std::optional<std::string>& runtime_version,
+                     const std::optional<PublicKey>& public_key) {
   const auto start = std::chrono::steady_clock::now();
   std::error_code ec;
   fs::path root = fs::absolute(path, ec);
@@ -372,8 +402,13 @@ AssetSet open_assets(const std::string& path, const std::optional<std::string>& 
   while (folder.size() > 1 && folder.back() == '/') folder.pop_back();
   AssetSet set;
   if (fs::is_regular_file(root / kAssetsIndex, ec)) {
-    set = open_asset_set(folder, runtime_version);
+    set = open_asset_set(folder, runtime_version, public_key);
   } else if (fs::is_regular_file(root / kBundleManifest, ec)) {
+    if (public_key) {
+      refuse(Refusal::signature, folder + " is a bundle (manifest.json), which carries no signature, but the app requires "
+                                          "a set signed by key " + public_key->id(),
+             "package it with `edgekit package BUNDLE ... --sign KEY` and open the asset set");
+    }
     set = open_bundle(folder, runtime_version);
   } else {
     refuse(Refusal::missing_file, folder + " holds neither " + kAssetsIndex + " nor " + kBundleManifest,

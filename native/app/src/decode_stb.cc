@@ -83,20 +83,29 @@ Image decode_image(const std::uint8_t* bytes, std::size_t size, const std::strin
     throw Error(ExitCode::input, "cannot decode image " + what + " (" + stbi_failure_reason() + ")",
                 "remove or replace the file (PNG, JPEG or BMP)");
   }
-  limits::check(ExitCode::input,
-                "image " + what + " (" + std::to_string(width) + "x" + std::to_string(height) + ") in pixels",
-                static_cast<std::uint64_t>(width) * static_cast<std::uint64_t>(height), "MAX_IMAGE_PIXELS",
+  // stb's info reports a top-down BMP's height as negative (its loader flips and uses
+  // the magnitude, as cv2 and edgekit.data.image_size do), so the limits see magnitudes.
+  const auto magnitude = [](int side) { return static_cast<std::uint64_t>(side < 0 ? -static_cast<std::int64_t>(side) : side); };
+  const std::uint64_t columns = magnitude(width), rows = magnitude(height);
+  const std::string dims = std::to_string(columns) + "x" + std::to_string(rows);
+  const std::uint64_t area = columns * rows;
+  limits::check(ExitCode::input, "image " + what + "'s larger side", std::max(columns, rows), "MAX_IMAGE_SIDE",
+                static_cast<std::uint64_t>(limits::kMaxImageSide));
+  limits::check(ExitCode::input, "image " + what + " (" + dims + ") in pixels", area, "MAX_IMAGE_PIXELS",
                 limits::kMaxImagePixels);
   // stb pads missing data with zeros, so a few hundred bytes could claim 64 Mpx and
-  // take seconds to "decode" (found by fuzz_image). No complete file is that small: a
-  // JPEG spends at least one bit per 8x8 block, a BMP at least one bit per pixel.
-  const std::uint64_t area = static_cast<std::uint64_t>(width) * static_cast<std::uint64_t>(height);
-  const bool bmp = size >= 2 && bytes[0] == 'B' && bytes[1] == 'M';
-  if ((looks_like_jpeg(bytes, size) && area / 512 > size) || (bmp && area / 8 > size)) {
-    throw Error(ExitCode::input,
-                "cannot decode image " + what + " (" + std::to_string(size) + " bytes cannot hold " +
-                    std::to_string(width) + "x" + std::to_string(height) + " pixels: truncated or crafted)",
-                "remove or replace the file (PNG, JPEG or BMP)");
+  // take seconds to "decode" (found by fuzz_image): limits.h's pixels-per-byte bounds,
+  // in the exact integer form edgekit/limits.py's check_image uses.
+  const bool jpeg = looks_like_jpeg(bytes, size), bmp = size >= 2 && bytes[0] == 'B' && bytes[1] == 'M';
+  if (jpeg || bmp) {
+    const std::uint64_t ratio = jpeg ? limits::kMaxJpegPixelsPerByte : limits::kMaxBmpPixelsPerByte;
+    if (area > ratio * static_cast<std::uint64_t>(size)) {
+      throw Error(ExitCode::input,
+                  "cannot decode image " + what + " (" + dims + " pixels in " + std::to_string(size) +
+                      " bytes, beyond the limit " + (jpeg ? "MAX_JPEG_PIXELS_PER_BYTE" : "MAX_BMP_PIXELS_PER_BYTE") +
+                      " = " + std::to_string(ratio) + ": truncated or crafted)",
+                  "remove or replace the file (PNG, JPEG or BMP)");
+    }
   }
   if (stbi_is_16_bit_from_memory(bytes, length)) {
     throw Error(ExitCode::input, "image " + what + " is 16-bit, not 8-bit", "convert the images to 8-bit");

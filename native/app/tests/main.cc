@@ -3,9 +3,13 @@
 //
 //   edgekit-app-tests [SUITE ...]                     run these suites (default: all)
 //   edgekit-app-tests --sha256 FILE ...               one "<hex>  <file>" line per file
-//   edgekit-app-tests --verify PATH [--runtime-version V]
+//   edgekit-app-tests --verify PATH [--runtime-version V] [--pubkey KEY.pub.pem]
 //                                                     open_assets(PATH): its JSON, or the refusal
-//                                                     on stderr with exit 3 (files) / 4 (version)
+//                                                     on stderr with exit 3 (files) / 4 (version) /
+//                                                     16 (signature); --pubkey requires a signed set
+//   edgekit-app-tests --decode FILE ...               decode_image_file: one JSON line per file,
+//                                                     {"file", "ok", "width", "height", "channels"}
+//                                                     or {"file", "ok": false, "error"}
 //   edgekit-app-tests --ocr-geometry IN.json OUT.json sort_boxes / crop_rect / scale_boxes cases
 #include <cstdio>
 #include <optional>
@@ -13,6 +17,7 @@
 #include <vector>
 
 #include "edgekit/assets.h"
+#include "edgekit/decode.h"
 #include "edgekit/file_io.h"
 #include "edgekit/json.h"
 #include "edgekit/model.h"
@@ -53,6 +58,24 @@ int ocr_geometry(const std::string& in, const std::string& out) {
   return 0;
 }
 
+// One file through the decoder the apps use, as a JSON line (the Python tests hold it
+// against edgekit.data.decode_image: both sides must refuse the same files).
+Json decode_report(const std::string& path) {
+  Json out = Json::object();
+  out.set("file", path);
+  try {
+    const Image image = decode_image_file(path);
+    out.set("ok", true);
+    out.set("width", image.width);
+    out.set("height", image.height);
+    out.set("channels", image.channels);
+  } catch (const Error& e) {
+    out.set("ok", false);
+    out.set("error", e.line());
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -66,8 +89,16 @@ int main(int argc, char** argv) {
     }
     if (args.size() >= 2 && args[0] == "--verify") {
       std::optional<std::string> runtime;
-      if (args.size() == 4 && args[2] == "--runtime-version") runtime = args[3];
-      std::printf("%s\n", open_assets(args[1], runtime).to_json().dump(2).c_str());
+      std::optional<PublicKey> key;
+      for (std::size_t i = 2; i + 1 < args.size(); i += 2) {
+        if (args[i] == "--runtime-version") runtime = args[i + 1];
+        if (args[i] == "--pubkey") key = read_public_key_file(args[i + 1]);
+      }
+      std::printf("%s\n", open_assets(args[1], runtime, key).to_json().dump(2).c_str());
+      return 0;
+    }
+    if (!args.empty() && args[0] == "--decode") {
+      for (std::size_t i = 1; i < args.size(); ++i) std::printf("%s\n", decode_report(args[i]).dump().c_str());
       return 0;
     }
     if (args.size() == 3 && args[0] == "--ocr-geometry") return ocr_geometry(args[1], args[2]);

@@ -72,7 +72,9 @@ typedef enum ek_status {
   EK_E_OUTPUT = 7,      /* writing failed */
   EK_E_ASSETS = 8,      /* asset set or bundle refused: "missing file", "checksum mismatch", "schema" */
   EK_E_UNAVAILABLE = 9, /* this build lacks the part: no Paddle-Lite runtime, no image decoder */
-  EK_E_SELFTEST = 10    /* the self-test ran and a check failed; its report says which */
+  EK_E_SELFTEST = 10,   /* the self-test ran and a check failed; its report says which */
+  EK_E_SIGNATURE = 16   /* opened with a public key: the set is unsigned, signed by another key, or changed
+                           after signing ("refused (signature): ..."); 16 is edgekit's SignatureError exit code */
 } ek_status;
 
 /* Channel order of 8-bit pixels: Android Bitmap/ImageAnalysis RGBA_8888 -> EK_PIXEL_RGBA,
@@ -108,7 +110,8 @@ typedef struct ek_assets ek_assets;
 EK_API const char* ek_version(void);
 /* The message of the last failed call on this thread, one line "<what>; <fix>"; "" after a success. */
 EK_API const char* ek_last_error(void);
-/* "ok", "internal", "argument", "model", "version", "input", "run", "output", "assets", "unavailable", "selftest" */
+/* "ok", "internal", "argument", "model", "version", "input", "run", "output", "assets", "unavailable", "selftest",
+ * "signature" */
 EK_API const char* ek_status_name(ek_status status);
 
 /*
@@ -120,12 +123,29 @@ EK_API const char* ek_status_name(ek_status status);
  *   "top_k": 1 (classification: adds the k best as "top"), "cls_thresh": 0.9,
  *   "models": ["name", ...] (load only these; [] verifies without loading any)
  * Refusals: EK_E_ASSETS / EK_E_VERSION with ek_last_error() = "refused (<reason>): ...".
+ * Checksums detect corruption, not tampering: an app that must refuse edited sets uses ek_open_signed.
  * Without a runtime (EK_E_UNAVAILABLE from ek_run) the files are still verified.
  */
 EK_API ek_status ek_open(const char* path, const char* options_json, ek_assets** out);
+
+/*
+ * Signed asset sets (docs/security.md). ek_open_signed is ek_open for an app built with a
+ * public key: before any file is hashed or any index field read, assets.json must be
+ * signed by public_key (assets.json.sig, written by `edgekit package --sign KEY.pem`), else
+ * EK_E_SIGNATURE; afterwards the checks of ek_open. A bundle folder (manifest.json) has no
+ * signature and is refused too. public_key: the 32 raw bytes of the Ed25519 public key
+ * (RFC 8032; what ek_public_key_from_pem extracts); NULL is ek_open. EK_E_UNAVAILABLE
+ * when this build has no libsodium (the ARM cross builds): keys are refused, never ignored.
+ * ek_describe then reports "signed_by": the key id (first 16 hex digits of its sha256).
+ */
+EK_API ek_status ek_open_signed(const char* path, const char* options_json, const uint8_t* public_key,
+                                ek_assets** out);
+/* The 32 raw bytes of the Ed25519 key in `pem` (text as `openssl pkey -pubout` writes it,
+ * NUL-terminated) into out[32]; EK_E_ARGUMENT for a private key or anything else. */
+EK_API ek_status ek_public_key_from_pem(const char* pem, uint8_t* out);
 EK_API void ek_close(ek_assets* assets); /* NULL is fine */
 
-/* The verified set: {"kind": "assets"|"bundle", "root", "opt_version", "runtime_version", "files",
+/* The verified set: {"kind": "assets"|"bundle", "root", "opt_version", "runtime_version", "signed_by", "files",
  * "bytes", "verify_ms", "models": [{"name", "task", "target", "precision", "opt_version", "dir",
  * "inputs", "outputs", "labels", "golden", "golden_images": [paths], "loaded"}]} */
 EK_API ek_status ek_describe(ek_assets* assets, char** json);

@@ -22,6 +22,7 @@
 #include "edgekit/ocr.h"
 #include "edgekit/platform.h"
 #include "edgekit/selftest.h"
+#include "edgekit/signature.h"
 
 #ifndef EDGEKIT_VERSION
 #define EDGEKIT_VERSION "0.0.0"
@@ -58,6 +59,7 @@ ek_status status_of(const Error& e) {
     case ExitCode::input: return EK_E_INPUT;
     case ExitCode::run: return EK_E_RUN;
     case ExitCode::output: return EK_E_OUTPUT;
+    case ExitCode::signature: return EK_E_SIGNATURE;
   }
   return EK_E_INTERNAL;
 }
@@ -70,6 +72,7 @@ ek_status guarded(Body&& body) {
     return body();
   } catch (const AssetError& e) {
     t_last_error = e.line();
+    if (e.reason() == Refusal::signature) return EK_E_SIGNATURE;
     return e.reason() == Refusal::version_mismatch ? EK_E_VERSION : EK_E_ASSETS;
   } catch (const Unavailable& e) {
     t_last_error = e.line();
@@ -254,22 +257,35 @@ const char* ek_status_name(ek_status status) {
     case EK_E_ASSETS: return "assets";
     case EK_E_UNAVAILABLE: return "unavailable";
     case EK_E_SELFTEST: return "selftest";
+    case EK_E_SIGNATURE: return "signature";
   }
   return "unknown";
 }
 
 ek_status ek_open(const char* path, const char* options_json, ek_assets** out) {
+  return ek_open_signed(path, options_json, nullptr, out);
+}
+
+ek_status ek_open_signed(const char* path, const char* options_json, const uint8_t* public_key, ek_assets** out) {
   return guarded([&] {
     require(out != nullptr, "out is NULL", "pass the address of an ek_assets*");
     *out = nullptr;
     require(path != nullptr && *path != '\0', "path is empty", "pass the asset folder");
     const Options options = parse_options(options_json);
+    std::optional<PublicKey> key;
+    if (public_key != nullptr) {
+      if (!signatures_available()) {
+        throw Unavailable("this build cannot check signatures (no libsodium), so it cannot open a set with a public key",
+                          "rebuild native/ with libsodium (Debian: libsodium-dev); the ARM cross builds have none");
+      }
+      key = public_key_from_raw(public_key, 32);
+    }
     auto handle = std::make_unique<ek_assets>();
     handle->runtime = lite_runtime();
     handle->cls_thresh = options.cls_thresh;
     const std::optional<std::string> version =
         handle->runtime ? std::optional<std::string>(handle->runtime->version()) : std::nullopt;
-    handle->set = open_assets(path, version);
+    handle->set = open_assets(path, version, key);
     const auto& only = options.only;
     if (only) {
       for (const std::string& name : *only) handle->set.model(name);  // unknown names are an error
@@ -287,6 +303,15 @@ ek_status ek_open(const char* path, const char* options_json, ek_assets** out) {
 }
 
 void ek_close(ek_assets* assets) { delete assets; }
+
+ek_status ek_public_key_from_pem(const char* pem, uint8_t* out) {
+  return guarded([&] {
+    require(pem != nullptr && out != nullptr, "pem or out is NULL", "pass the PEM text and a uint8_t[32]");
+    const PublicKey key = public_key_from_pem(pem, "the key");
+    std::copy(key.bytes.begin(), key.bytes.end(), out);
+    return EK_OK;
+  });
+}
 
 ek_status ek_describe(ek_assets* assets, char** json) {
   return guarded([&] {

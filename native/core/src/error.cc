@@ -12,6 +12,7 @@ const char* exit_code_name(ExitCode code) {
     case ExitCode::input: return "input";
     case ExitCode::run: return "run";
     case ExitCode::output: return "output";
+    case ExitCode::signature: return "signature";
   }
   return "unknown";
 }

@@ -7,7 +7,7 @@
 
 namespace edgekit {
 
-// Documented exit codes of edgekit-lite-run (native/README.md). Library code picks
+// Documented exit codes of edgekit-lite-run (native/README.md); 16 is the loader's. Library code picks
 // the code where it knows the cause; front ends only map Error::code() to exit().
 enum class ExitCode : int {
   ok = 0,
@@ -18,6 +18,9 @@ enum class ExitCode : int {
   input = 5,     // input files, count, names, shapes or dtypes do not fit the model
   run = 6,       // Lite failed while running
   output = 7,    // outputs or the record could not be written
+  // An asset set opened with a public key is unsigned, signed by another key or changed
+  // after signing: edgekit's SignatureError has the same exit code (edgekit/errors.py).
+  signature = 16,
 };
 
 const char* exit_code_name(ExitCode code);

@@ -21,6 +21,13 @@ constexpr std::uint64_t kMaxTensorElements = std::uint64_t{1} << 30;  // MAX_TEN
 constexpr std::uint64_t kMaxImagePixels = std::uint64_t{1} << 26;     // MAX_IMAGE_PIXELS, 8192 x 8192
 // Either side of an image; stb_image refuses larger ones before it reads further.
 constexpr int kMaxImageSide = 1 << 16;                                // MAX_IMAGE_SIDE
+// Bytes an image file must have for the pixels its header claims: stb_image (and cv2)
+// pad missing data with zeros, so a few hundred bytes could claim 64 Mpx. A complete
+// JPEG spends at least one bit per 8x8 block, a BMP at least one bit per pixel, so a
+// file of S bytes holds at most S x this many pixels (PNG has no such bound). Twins of
+// edgekit/limits.py's MAX_JPEG_PIXELS_PER_BYTE / MAX_BMP_PIXELS_PER_BYTE (check_image_bytes).
+constexpr std::uint64_t kMaxJpegPixelsPerByte = 512;                  // MAX_JPEG_PIXELS_PER_BYTE
+constexpr std::uint64_t kMaxBmpPixelsPerByte = 8;                     // MAX_BMP_PIXELS_PER_BYTE
 // preprocess resize / crop, per side.
 constexpr int kMaxResizeSide = 8192;                                  // MAX_RESIZE_SIDE
 // manifest.json, assets.json, preprocess.json, task.json, golden.json.
