@@ -1,10 +1,16 @@
 """Program rewrites that let opt 2.13rc0 convert models it would otherwise crash on or get wrong.
 
-`lite_safe` applies them all before every conversion. opt segfaults on Paddle 2.6 exports containing `flatten_contiguous_range` for
-x86 (docs/toolchain.md: Lite's op expects an `XShape` output that Paddle 2.6 no longer
-writes). `reshape2` with shape `[0]*start + [-1] + [0]*(ndim-stop-1)` computes
-the same tensor, so the x86 twin is built from a program where every flatten is
-replaced by that reshape. The rewrite is checked numerically before use.
+`lite_safe` applies them all before every conversion, each checked numerically against the
+program as it was (docs/toolchain.md lists what was measured):
+
+- `restore_attributes`: attributes Paddle 2.6 drops on save and opt requires (relu6's threshold);
+- `zero_d_constants`: 0-D `fill_constant`s, which Lite aborts on, become [1];
+- `whole_tensor_reductions`: reductions over every element, which Lite's ARM kernels get wrong;
+- `constant_pad_value`: `pad3d` with a constant value, which Lite pads with zeros;
+- `scale_after_activation`: a `scale` after a conv-fused activation, which opt folds into the conv;
+- `flatten_to_reshape` (x86 only): opt segfaults on Paddle 2.6's `flatten_contiguous_range`
+  (Lite's op expects an `XShape` output Paddle 2.6 no longer writes); `reshape2` with shape
+  `[0]*start + [-1] + [0]*(ndim-stop-1)` computes the same tensor.
 """
 
 from __future__ import annotations
@@ -46,12 +52,9 @@ def flatten_to_reshape(model: StaticModel, out_dir: Path, samples: dict[str, np.
             block._remove_op(index + 1)
             replaced += 1
             index += 1
-    if not replaced:
-        return model, None
-    rewritten = _save(program, model, out_dir)
-    worst = _check(model, rewritten, samples, "the flatten->reshape2 rewrite")
-    return rewritten, {"rewrite": "flatten_contiguous_range -> reshape2", "ops": replaced, "max_abs": worst,
-                       "reason": "paddle_lite_opt 2.13rc0 crashes on flatten_contiguous_range for x86"}
+    return _finish(program, model, out_dir, samples, replaced, "the flatten->reshape2 rewrite",
+                   {"rewrite": "flatten_contiguous_range -> reshape2",
+                    "reason": "paddle_lite_opt 2.13rc0 crashes on flatten_contiguous_range for x86"})
 
 
 # Activations Paddle-Lite 2.13 fuses into a preceding conv (conv_activation_fuse_pass and its kin).
@@ -81,13 +84,10 @@ def scale_after_activation(model: StaticModel, out_dir: Path,
                 continue
             index = _replace_scale(block, index, op)
             replaced += 1
-    if not replaced:
-        return model, None
-    rewritten = _save(program, model, out_dir)
-    worst = _check(model, rewritten, samples, "the scale -> elementwise rewrite")
-    return rewritten, {"rewrite": "scale after a conv-fused activation -> elementwise_mul/elementwise_add", "ops": replaced,
-                       "max_abs": worst, "reason": "paddle_lite_opt 2.13rc0 folds such a scale into the conv before the "
-                       "activation (ConvScaleFuser), which changes what the model computes"}
+    return _finish(program, model, out_dir, samples, replaced, "the scale -> elementwise rewrite",
+                   {"rewrite": "scale after a conv-fused activation -> elementwise_mul/elementwise_add",
+                    "reason": "paddle_lite_opt 2.13rc0 folds such a scale into the conv before the activation "
+                              "(ConvScaleFuser), which changes what the model computes"})
 
 
 CONV_FUSED_BEFORE_ACTIVATION = ("elementwise_add", "batch_norm")   # what opt folds into a conv ahead of its activation
@@ -124,6 +124,16 @@ def _replace_scale(block, index: int, op) -> int:
         current, index = target, index + 2
     block._remove_op(index)
     return index
+
+
+def _finish(program, model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray], replaced: int, what: str,
+            record: dict) -> tuple[StaticModel, dict | None]:
+    """Every rewrite ends the same way: nothing to do, or the program saved, checked, and what was done recorded."""
+    if not replaced:
+        return model, None
+    rewritten = _save(program, model, out_dir)
+    worst = _check(model, rewritten, samples, what)
+    return rewritten, dict(record, ops=replaced, max_abs=worst)
 
 
 def _save(program, model: StaticModel, out_dir: Path) -> StaticModel:
@@ -176,12 +186,9 @@ def constant_pad_value(model: StaticModel, out_dir: Path,
                              attrs={"scale": 1.0, "bias": value, "bias_after_scale": True})
             replaced += 1
             index += 3
-    if not replaced:
-        return model, None
-    rewritten = _save(program, model, out_dir)
-    worst = _check(model, rewritten, samples, "the constant-pad rewrite")
-    return rewritten, {"rewrite": "pad3d(value=v) -> scale(-v), pad3d(value=0), scale(+v)", "ops": replaced,
-                       "max_abs": worst, "reason": "Paddle-Lite 2.13 pads with zeros whatever pad3d's value is"}
+    return _finish(program, model, out_dir, samples, replaced, "the constant-pad rewrite",
+                   {"rewrite": "pad3d(value=v) -> scale(-v), pad3d(value=0), scale(+v)",
+                    "reason": "Paddle-Lite 2.13 pads with zeros whatever pad3d's value is"})
 
 
 # Attributes Lite 2.13's ops read unconditionally but Paddle 2.6's save drops as "extra" (opt aborts: "No attributes
@@ -266,13 +273,9 @@ def whole_tensor_reductions(model: StaticModel, out_dir: Path,
                 index += 1
             replaced += 1
             index += 2
-    if not replaced:
-        return model, None
-    rewritten = _save(program, model, out_dir)
-    worst = _check(model, rewritten, samples, "the whole-tensor reduction rewrite")
-    return rewritten, {"rewrite": "reduction over every element -> reshape2(x, [1, -1]) reduced over axis 1",
-                       "ops": replaced, "max_abs": worst,
-                       "reason": "Paddle-Lite 2.13's ARM reduce_mean with reduce_all computes a wrong value"}
+    return _finish(program, model, out_dir, samples, replaced, "the whole-tensor reduction rewrite",
+                   {"rewrite": "reduction over every element -> reshape2(x, [1, -1]) reduced over axis 1",
+                    "reason": "Paddle-Lite 2.13's ARM reduce_mean with reduce_all computes a wrong value"})
 
 
 def zero_d_constants(model: StaticModel, out_dir: Path,
@@ -288,12 +291,9 @@ def zero_d_constants(model: StaticModel, out_dir: Path,
                 op._set_attr("shape", [1])
                 block.var(op.output("Out")[0]).desc.set_shape([1])
                 replaced += 1
-    if not replaced:
-        return model, None
-    rewritten = _save(program, model, out_dir)
-    worst = _check(model, rewritten, samples, "the 0-D constant rewrite")
-    return rewritten, {"rewrite": "fill_constant shape [] -> [1]", "ops": replaced, "max_abs": worst,
-                       "reason": "Paddle-Lite 2.13 aborts on a 0-D fill_constant"}
+    return _finish(program, model, out_dir, samples, replaced, "the 0-D constant rewrite",
+                   {"rewrite": "fill_constant shape [] -> [1]",
+                    "reason": "Paddle-Lite 2.13 aborts on a 0-D fill_constant"})
 
 
 def lite_safe(model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray], x86: bool) -> tuple[StaticModel, tuple[dict, ...]]:

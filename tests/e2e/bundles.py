@@ -13,3 +13,17 @@ def manifest(bundle: Path) -> dict:
 def leftovers(out: Path) -> list:
     """Anything a failed build left behind (there must be nothing)."""
     return sorted(str(p.relative_to(out)) for p in out.rglob("*")) if out.exists() else []
+
+
+def paddle3_python() -> str:
+    """The Paddle 3 interpreter (`./run tests` makes .venv-paddle3); skip without it, except in CI, where it fails."""
+    import os
+
+    import pytest
+
+    python = os.environ.get("EDGEKIT_PADDLE3_PYTHON")
+    if not python:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"EDGEKIT_PADDLE3_PYTHON is unset in CI ({os.environ.get('EDGEKIT_PADDLE3_UNAVAILABLE', '')})")
+        pytest.skip("no Paddle 3 interpreter: EDGEKIT_PADDLE3_PYTHON is unset (./run tests makes .venv-paddle3)")
+    return python

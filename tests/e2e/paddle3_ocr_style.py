@@ -11,6 +11,8 @@ import paddle
 import paddle.nn as nn
 import paddle.nn.functional as F
 
+from paddle3_zoo import Attention     # plain Paddle code too: the SVTR-style block of the layer zoo
+
 
 class ConvBNAct(nn.Layer):
     def __init__(self, cin, cout, k=3, stride=1, groups=1, act=True):
@@ -78,26 +80,6 @@ class Detector(nn.Layer):
         y = self.head_conv(fused)
         y = F.relu(self.up1_bn(self.up1(y)))
         return F.sigmoid(self.up2(y))
-
-
-class Attention(nn.Layer):
-    def __init__(self, dim, heads=2):
-        super().__init__()
-        self.heads = heads
-        self.norm1 = nn.LayerNorm(dim)
-        self.qkv = nn.Linear(dim, dim * 3)
-        self.proj = nn.Linear(dim, dim)
-        self.norm2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, dim * 2), nn.GELU(), nn.Linear(dim * 2, dim))
-
-    def forward(self, x):
-        n, c = x.shape[1], x.shape[2]
-        qkv = self.qkv(self.norm1(x)).reshape([-1, n, 3, self.heads, c // self.heads]).transpose([2, 0, 3, 1, 4])
-        q, k, v = qkv[0], qkv[1], qkv[2]
-        attn = F.softmax(paddle.matmul(q, k, transpose_y=True) * (c // self.heads) ** -0.5, axis=-1)
-        y = paddle.matmul(attn, v).transpose([0, 2, 1, 3]).reshape([-1, n, c])
-        x = x + self.proj(y)
-        return x + self.mlp(self.norm2(x))
 
 
 class Recogniser(nn.Layer):

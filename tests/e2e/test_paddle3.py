@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bundles import leftovers, manifest
+from bundles import leftovers, manifest, paddle3_python
 
 pytestmark = pytest.mark.e2e
 
@@ -26,19 +26,10 @@ ZOO_NAMES = ["conv_bias", "depthwise_bn_relu6", "conv_transpose", "activations",
 TOKENS = ("attention",)                     # [B, 8, 16] inputs; the others take images [B, 3, 16, 16]
 
 
-def _paddle3() -> str:
-    python = os.environ.get("EDGEKIT_PADDLE3_PYTHON")
-    if not python:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"EDGEKIT_PADDLE3_PYTHON is unset in CI ({os.environ.get('EDGEKIT_PADDLE3_UNAVAILABLE', '')})")
-        pytest.skip("no Paddle 3 interpreter: EDGEKIT_PADDLE3_PYTHON is unset (./run tests makes .venv-paddle3)")
-    return python
-
-
 @pytest.fixture(scope="module")
 def zoo(tmp_path_factory):
     out = tmp_path_factory.mktemp("paddle3-zoo")
-    done = subprocess.run([_paddle3(), str(HERE / "paddle3_zoo.py"), str(out)], cwd=HERE, capture_output=True,
+    done = subprocess.run([paddle3_python(), str(HERE / "paddle3_zoo.py"), str(out)], cwd=HERE, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     rng = np.random.RandomState(0)
@@ -110,7 +101,7 @@ def test_legacy_export_of_paddle3_loses_unknown_slots(zoo, cli, tmp_path):
               "spec = [paddle.static.InputSpec([None, 3, 16, 16], 'float32', 'x')]\n"
               "paddle.jit.save(paddle.jit.to_static(net, input_spec=spec, full_graph=True), sys.argv[1])\n")
     env = dict(os.environ, FLAGS_enable_pir_api="0")
-    done = subprocess.run([_paddle3(), "-c", script, str(tmp_path / "legacy" / "model")], cwd=HERE, env=env,
+    done = subprocess.run([paddle3_python(), "-c", script, str(tmp_path / "legacy" / "model")], cwd=HERE, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "legacy" / "model.pdmodel").is_file()
@@ -157,7 +148,7 @@ def paddlex_cls(tmp_path_factory):
     inference.yml (`edgekit.examples.ppocr.paddle3`: the rapidocr ONNX model imported, re-saved by Paddle 3)."""
     from edgekit.examples.ppocr import make_data, paddle3
 
-    _paddle3()
+    paddle3_python()
     root = tmp_path_factory.mktemp("paddlex-cls")
     make_data.make_data(root / "data", seed=0, counts=make_data.Counts(det_calib=1, det_eval=1, rec_calib=1, rec_eval=1,
                                                                        cls_calib=8, cls_eval=12))
@@ -214,7 +205,7 @@ def test_pir_route_is_as_good_as_a_native_export(cli, tmp_path, monkeypatch, mod
     the .nb files have the same ops and bytes within 5 %, and both pass tier A."""
     from edgekit.lite.nbfile import kernels
 
-    _paddle3()
+    paddle3_python()
     monkeypatch.chdir(HERE)
     rng = np.random.RandomState(0)
     shape = OCR_STYLE[model]

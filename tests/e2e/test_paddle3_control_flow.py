@@ -8,14 +8,13 @@ file takes the same branch) and is checked against the dynamic model and against
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bundles import manifest
+from bundles import manifest, paddle3_python
 
 pytestmark = pytest.mark.e2e
 
@@ -23,20 +22,11 @@ HERE = Path(__file__).resolve().parent
 BRANCHES = {"high": "branch_a", "low": "branch_b"}    # data file -> the branch its mean takes
 
 
-def _paddle3() -> str:
-    python = os.environ.get("EDGEKIT_PADDLE3_PYTHON")
-    if not python:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"EDGEKIT_PADDLE3_PYTHON is unset in CI ({os.environ.get('EDGEKIT_PADDLE3_UNAVAILABLE', '')})")
-        pytest.skip("no Paddle 3 interpreter: EDGEKIT_PADDLE3_PYTHON is unset (./run tests makes .venv-paddle3)")
-    return python
-
-
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """Paddle 3's PIR export of the seed model, data for each branch and the dynamic model's outputs on it."""
     out = tmp_path_factory.mktemp("paddle3-control-flow")
-    done = subprocess.run([_paddle3(), str(HERE / "paddle3_control_flow.py"), str(out)], cwd=HERE, capture_output=True,
+    done = subprocess.run([paddle3_python(), str(HERE / "paddle3_control_flow.py"), str(out)], cwd=HERE, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     with np.load(out / "expected.npz") as data:
