@@ -27,8 +27,8 @@ def is_pir_json(path: Path) -> bool:
     return True
 
 
-PIR_HINT = ("re-export with Paddle 2.6 (paddle.jit.save writes .pdmodel), or on Paddle 3 set "
-            "FLAGS_enable_pir_api=0 before exporting so that a legacy .pdmodel is written")
+PIR_HINT = ("build it with `edgekit build -m` (PIR programs are translated through Paddle 3); this reader takes "
+            "legacy .pdmodel programs only")
 
 
 def locate(model: Path, params: Path | None) -> tuple[Path, Path | None, bool]:

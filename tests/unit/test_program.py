@@ -27,12 +27,13 @@ def test_is_pir_json(tmp_path):
     assert is_pir_json(tmp_path / "missing.json") is False
 
 
-def test_pir_json_file_is_rejected(tmp_path):
+def test_pir_json_file_is_rejected_by_the_legacy_reader(tmp_path):
+    """The legacy reader takes .pdmodel only; `edgekit build` routes PIR programs to the translation instead."""
     (tmp_path / "model.json").write_text(PIR)
     with pytest.raises(InputModelError, match="PIR") as info:
         locate(tmp_path / "model.json", None)
     assert info.value.exit_code == 3
-    assert "FLAGS_enable_pir_api=0" in info.value.hint
+    assert "edgekit build -m" in info.value.hint
 
 
 def test_pir_content_under_pdmodel_name_is_rejected(tmp_path):

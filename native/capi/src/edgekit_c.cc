@@ -465,7 +465,7 @@ ek_status ek_image_decode(const uint8_t* bytes, size_t size, ek_image* out) {
     if (!image_decoder_available()) {
       throw Unavailable("this build has no image decoder", "decode with the platform, or rebuild with stb_image");
     }
-    const Image image = decode_image(bytes, size, "the image");
+    const Image image = decode_image(bytes, size, "from memory");
     auto* pixels = static_cast<uint8_t*>(std::malloc(image.data.size()));
     if (!pixels) throw std::bad_alloc();
     std::memcpy(pixels, image.data.data(), image.data.size());
