@@ -245,7 +245,8 @@ def test_corrupted_bundle_and_version_mismatch_fail_before_any_device(tmp_path, 
     nb.write_bytes(bytes(data))
     m = manifest(other)
     m["files"]["model.nb"] = {"sha256": sha256_file(nb), "bytes": nb.stat().st_size}
-    m["model"]["opt_version"] = "v2.12"
+    m["model"]["opt_version"] = "v2.12"                       # what a build with opt v2.12 writes, consistently
+    m["model"]["runtime_required"]["opt_version"] = "v2.12"
     (other / "manifest.json").write_text(json.dumps(m, indent=2, sort_keys=True) + "\n")
     start = time.monotonic()
     result = cli("device", "test", other, "--device", nowhere, "--junit", tmp_path / "v.xml", "--json",
