@@ -74,7 +74,7 @@ REFUSED = {
 
 @dataclass(frozen=True)
 class Rewrite:
-    """How one op is legalised: the function and the formula the README and import.json show."""
+    """How one op is legalised: the function and the formula docs/inputs.md and import.json show."""
 
     op: str
     formula: str

@@ -49,7 +49,7 @@ ANDROID_SCRIPT = "; ".join(
 LINUX_MACHINES: dict[str, tuple[str, ...]] = {
     "aarch64": ("aarch64",), "arm64": ("aarch64",), "armv8l": ("armhf",), "armv7l": ("armhf",), "armv7": ("armhf",),
 }
-# Android ABI names -> runner ABIs (the runner itself must be an NDK build there: see README)
+# Android ABI names -> runner ABIs (the runner itself must be an NDK build there: see docs/device-suite.md)
 ANDROID_ABIS = {"arm64-v8a": "aarch64", "armeabi-v7a": "armhf"}
 
 
