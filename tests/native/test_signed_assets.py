@@ -87,8 +87,9 @@ def _tampered(signed: Path, tmp_path: Path) -> dict:
 
     rehashed = copy("rehashed")                     # the 0 -> 7 attack: a spec edited, assets.json re-hashed
     edited = rehashed / model / "preprocess.json"
-    edited.write_text(edited.read_text().replace('"mean": [0.0]', '"mean": [7.0]'))
-    assert '"mean": [7.0]' in edited.read_text()
+    spec = json.loads(edited.read_text())
+    spec["preprocess"]["mean"] = [7.0]                # the input every app computes changes, the checksums follow
+    edited.write_text(json.dumps(spec, indent=2, sort_keys=True) + "\n")
     index_edit = json.loads((rehashed / "assets.json").read_text())
     index_edit["files"][f"{model}/preprocess.json"] = {"sha256": hashlib.sha256(edited.read_bytes()).hexdigest(),
                                                        "bytes": edited.stat().st_size}
