@@ -83,6 +83,11 @@ LiteArmOpt = Annotated[Optional[Path], typer.Option(
     "(and .armv7hf), as in the official release archives, of the opt's version. Default EDGEKIT_LITE_ARM, "
     "[emulation] runtime.")]
 CpuOpt = Annotated[Optional[str], typer.Option("--cpu", help=CPU_HELP)]
+EngineOpt = Annotated[Optional[str], typer.Option(
+    "--engine", metavar="twin|arm", help="What runs the model: twin = the bundle's FP32 x86 twin (host/model_x86.nb) on "
+    "the paddlelite wheel; arm = the bundle's own model.nb on Paddle-Lite's ARM runtime under qemu (needs --lite-arm or "
+    "EDGEKIT_LITE_ARM, the cross compiler and qemu-user, as parity --emulate). Default: arm for an INT8 or weight-only "
+    "bundle when a runtime is configured, else twin.")]
 
 
 def _exit_on_sigterm() -> None:
@@ -297,17 +302,48 @@ def parity(
         raise typer.Exit(9)
 
 
+def _engines(engine: Optional[str], lite_arm: Optional[Path], cpu: Optional[str], timeout: float):
+    from .predict import Engines, parse_engine
+
+    return Engines(parse_engine(engine), _emulation_settings(lite_arm, cpu), timeout)
+
+
+def _say_engine(lines: List[str], must: bool) -> None:
+    """Which engine ran, for a person: on stderr (stdout stays one JSON document) on a terminal, and always when it
+    `must` (the engine is to be named and the JSON printed has no place for it)."""
+    if must or sys.stderr.isatty():
+        for line in lines:
+            typer.echo(line, err=True)
+
+
 @app.command()
 def run(
     bundle: Path = typer.Argument(..., help="A bundle folder written by `edgekit build`."),
     image: Path = typer.Argument(..., help="An image file (PNG/JPEG)."),
-    as_json: bool = typer.Option(False, "--json", help="Pretty-print the JSON result."),
+    engine: EngineOpt = None,
+    lite_arm: LiteArmOpt = None,
+    cpu: CpuOpt = None,
+    timeout: float = typer.Option(600.0, "--timeout", help="Seconds the emulated run may take (--engine arm)."),
+    as_json: bool = typer.Option(False, "--json", help="Pretty-print the JSON result, with its engine always named."),
 ) -> None:
-    """Run a bundle's x86 twin on one image with the bundle's own preprocess.json and task.json (as the apps do);
-    print the result (class and label; OCR boxes in image pixels, text, direction)."""
+    """Run a bundle on one image with its own preprocess.json and task.json (as the apps do) and print the result as
+    JSON (class and label; OCR boxes in image pixels, text, direction).
+
+    The engine (--engine) is named in the result's "engine" object whenever the bundle is not FP32 (and always with
+    --json; a detector's list of boxes becomes {"boxes": [...], "engine": {...}} there), and in one line on stderr
+    on a terminal or when the JSON cannot hold it."""
     from .predict import BundleModel, read_image
 
-    result = BundleModel.load(bundle).predict(read_image(image))
+    model = BundleModel.load(bundle, engines=_engines(engine, lite_arm, cpu, timeout))
+    result = model.predict(read_image(image))
+    # an FP32 bundle's one-line result stays what it always was (the apps' tests compare it with their own)
+    named = as_json or model.engine.bundle_precision != "fp32"
+    if named and isinstance(result, dict):
+        result = dict(result, engine=model.engine.describe())
+    elif as_json:
+        result = {"boxes": result, "engine": model.engine.describe()}
+    embedded = isinstance(result, dict) and "engine" in result
+    _say_engine([model.engine.line()], must=named and not embedded)
     typer.echo(json.dumps(result, ensure_ascii=False, indent=2 if as_json else None))
 
 
@@ -318,15 +354,32 @@ def ocr(
     rec: Path = typer.Option(..., "--rec", help="The text-recognition bundle (task ocr_rec)."),
     cls: Optional[Path] = typer.Option(None, "--cls", help="The direction-classifier bundle (task ocr_cls): crops it "
                                        "reads as upside down are turned before recognition."),
-    as_json: bool = typer.Option(False, "--json", help="Pretty-print the JSON result."),
+    engine: EngineOpt = None,
+    lite_arm: LiteArmOpt = None,
+    cpu: CpuOpt = None,
+    timeout: float = typer.Option(600.0, "--timeout", help="Seconds each emulated run may take (--engine arm)."),
+    as_json: bool = typer.Option(False, "--json", help="Pretty-print, as one JSON object: {\"lines\": [...], "
+                                 "\"engines\": {\"det\": {...}, \"rec\": {...}, \"cls\": {...}}}."),
 ) -> None:
-    """PP-OCR as a system on the host, as the apps run it: detect -> crop -> (classify, rotate) -> recognise, on the
-    bundles' x86 twins with their own preprocessing; one JSON line per text line, in reading order."""
+    """PP-OCR as a system on the host, as the apps run it: detect -> crop -> (classify, rotate) -> recognise, with
+    the bundles' own preprocessing; --engine applies to every bundle (the ARM engine batches all crops of a model
+    into one emulator launch).
+
+    Prints one JSON array on one line: an object per text line (box, det_score, angle and angle_score with --cls,
+    text, confidence), in reading order; which engine ran each bundle goes to stderr, one line per bundle
+    (with --json: into the object instead)."""
     from .predict import BundleModel, ocr_system, read_image
 
-    lines = ocr_system(read_image(image), BundleModel.load(det), BundleModel.load(rec),
-                       BundleModel.load(cls) if cls else None)
-    typer.echo(json.dumps(lines, ensure_ascii=False, indent=2 if as_json else None))
+    engines = _engines(engine, lite_arm, cpu, timeout)
+    models = {role: BundleModel.load(path, engines=engines) for role, path in (("det", det), ("rec", rec), ("cls", cls))
+              if path is not None}
+    lines = ocr_system(read_image(image), models["det"], models["rec"], models.get("cls"))
+    _say_engine([m.engine.line(role) for role, m in models.items()], must=not as_json)
+    if as_json:
+        typer.echo(json.dumps({"lines": lines, "engines": {role: m.engine.describe() for role, m in models.items()}},
+                              ensure_ascii=False, indent=2))
+    else:
+        typer.echo(json.dumps(lines, ensure_ascii=False))
 
 
 @app.command()

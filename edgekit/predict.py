@@ -1,10 +1,16 @@
-"""Run bundles on images on the host, as the apps do: the bundle's own preprocess.json, its x86 twin, its task.json.
+"""Run bundles on images on the host, as the apps do: the bundle's own preprocess.json, an engine, its task.json.
 
 This is the Python twin of native/'s app core: `edgekit run` and `edgekit ocr` print
 what an app built on the same bundles must show, and the golden image results in a
 bundle come from here.
 
-    image (BGR uint8) -> PreprocessSpec (preprocess.json) -> model -> task.postprocess (task.json)
+    image (BGR uint8) -> PreprocessSpec (preprocess.json) -> engine -> task.postprocess (task.json)
+
+Two engines (ENGINES): the bundle's FP32 x86 twin on the paddlelite wheel, or its own
+model.nb on Paddle-Lite's ARM runtime under qemu through tier C's cached runner
+(`edgekit.emulation.Emulator`). Only the second runs an INT8 or weight-only model as a
+device does, so it is the default for such bundles when a runtime is configured; every
+result says which engine produced it.
 
 The OCR system chains three bundles as PaddleOCR does: the detector finds text boxes
 on the page (in model pixels, scaled back to the image), each box is cropped from the
@@ -14,15 +20,17 @@ original image, the direction classifier turns crops it reads as upside down (la
 
 from __future__ import annotations
 
+import enum
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from .data import PreprocessSpec, decode_image
-from .errors import BundleError, DataError
+from .errors import BundleError, ConfigError, DataError
+from .tables import TARGETS, Precision, Target
 from .tasks import Task, TaskKind, make_task
 
 CLS_THRESH = 0.9          # PaddleOCR's default: rotate a crop only when the classifier is this sure
@@ -36,6 +44,134 @@ def read_image(path: Path) -> np.ndarray:
     return decode_image(Path(path))
 
 
+class EngineKind(str, enum.Enum):
+    twin = "twin"
+    arm = "arm"
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    what: str                 # for the one line a person reads
+    emulated: bool
+
+
+ENGINES: dict[EngineKind, EngineInfo] = {
+    EngineKind.twin: EngineInfo("the FP32 x86 twin on the paddlelite wheel", False),
+    EngineKind.arm: EngineInfo("model.nb on Paddle-Lite's ARM runtime under qemu", True),
+}
+HOW_TO_RUN_ARM = ("pass --engine arm with --lite-arm (or EDGEKIT_LITE_ARM) naming Paddle-Lite's ARM Linux runtime "
+                  "to run model.nb itself under emulation")
+
+
+def choose_engine(precision: Precision, target: Target, requested: EngineKind | None,
+                  runtime_configured: bool) -> EngineKind:
+    """--engine when given; else the ARM model.nb for a reduced-precision ARM bundle when a runtime is configured
+    (the twin is FP32: it cannot show what INT8 or weight-only kernels compute), else the twin."""
+    has_arm = TARGETS[target].emulation is not None
+    if requested is EngineKind.arm and not has_arm:
+        raise BundleError(f"this {target.value} bundle has no ARM model to emulate (its model.nb runs on the host, "
+                          "as the twin)", "use --engine twin, or build the model for arm64 or armv7")
+    if requested is not None:
+        return requested
+    if precision is not Precision.fp32 and has_arm and runtime_configured:
+        return EngineKind.arm
+    return EngineKind.twin
+
+
+def parse_engine(value: str | None) -> EngineKind | None:
+    if value is None:
+        return None
+    try:
+        return EngineKind(value)
+    except ValueError:
+        raise ConfigError(f"engine {value!r} is unknown", f"use one of {', '.join(k.value for k in EngineKind)}") from None
+
+
+@dataclass(frozen=True)
+class Engine:
+    """What produced a result: which file of the bundle, at which precision, on which kernels."""
+
+    kind: EngineKind
+    model: str                # the file in the bundle: model.nb or host/model_x86.nb
+    precision: str            # of the model that ran
+    target: str               # of the model that ran
+    bundle_precision: str
+    cpu: str | None = None    # the CPU profile of an emulated run
+    abi: str | None = None
+
+    @classmethod
+    def of(cls, manifest: Mapping, kind: EngineKind, cpu: str | None = None) -> "Engine":
+        model = manifest["model"]
+        if kind is EngineKind.arm:
+            target = Target(model["target"])
+            return cls(kind, model["file"], model["precision"], target.value, model["precision"], cpu,
+                       TARGETS[target].emulation)
+        twin = manifest["host_twin"]
+        return cls(kind, twin["file"], twin.get("precision", Precision.fp32.value), twin.get("target", Target.x86.value),
+                   model["precision"])
+
+    @property
+    def stands_in(self) -> bool:
+        """The twin answering for a model of another precision: its result is not that model's."""
+        return self.kind is EngineKind.twin and self.bundle_precision != Precision.fp32.value
+
+    def describe(self) -> dict:
+        found = {"kind": self.kind.value, "model": self.model, "precision": self.precision, "target": self.target,
+                 "emulated": ENGINES[self.kind].emulated, "cpu": self.cpu}
+        if self.abi:
+            found["abi"] = self.abi
+        if self.stands_in:
+            found["note"] = (f"the FP32 x86 twin produced this result; the {self.bundle_precision} model.nb itself "
+                             f"was not run ({HOW_TO_RUN_ARM})")
+        return found
+
+    def line(self, role: str = "") -> str:
+        who = f"engine{' ' + role if role else ''}: "
+        if self.kind is EngineKind.arm:
+            return (f"{who}{self.target} {self.precision} {self.model} on Paddle-Lite's ARM runtime under qemu "
+                    f"({self.abi}, CPU profile {self.cpu})")
+        head = f"{who}{self.model} (FP32 x86 twin on the paddlelite wheel)"
+        if self.stands_in:
+            return f"{head}; the {self.bundle_precision} model.nb itself was NOT run: {HOW_TO_RUN_ARM}"
+        return head
+
+
+@dataclass(frozen=True)
+class ArmRunner:
+    """model.nb under emulation through tier C's Emulator (its runner build is cached): one launch per run()."""
+
+    emulator: object          # edgekit.emulation.Emulator
+    nb_file: Path
+    expect: tuple             # InputSpec per input, from the manifest (the runner checks what Lite does not)
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        outputs, _ = self.emulator.run(self.nb_file, inputs, self.expect, jobs=1)
+        return outputs
+
+
+@dataclass
+class Engines:
+    """The engine choice of one `run` / `ocr` call: the --engine flag, the [emulation] settings and the emulators
+    prepared so far (one per ABI, so three bundles of one target check the tools and the runner build once)."""
+
+    requested: EngineKind | None
+    settings: object          # edgekit.config.EmulationConfig; None: no runtime (the twin only)
+    timeout: float = 600.0
+    prepared: dict = field(default_factory=dict)
+
+    def kind_for(self, manifest: Mapping) -> EngineKind:
+        model = manifest["model"]
+        return choose_engine(Precision(model["precision"]), Target(model["target"]), self.requested,
+                             self.settings is not None and self.settings.runtime is not None)
+
+    def emulator(self, abi: str):
+        from .emulation import Emulator
+
+        if abi not in self.prepared:
+            self.prepared[abi] = Emulator.prepare(abi, self.settings, self.timeout)
+        return self.prepared[abi]
+
+
 @dataclass(frozen=True)
 class BundleModel:
     """One verified bundle, ready to run on images: its spec, its task and an engine (the x86 twin by default)."""
@@ -46,12 +182,14 @@ class BundleModel:
     feed: str
     runner: object            # anything with run({feed: batch}) -> outputs (edgekit.runners.Runner)
     takes: tuple = ()         # (dtype, shape) the model declares for its input, -1 = any; checked before it runs
+    engine: Engine | None = None
 
     @classmethod
-    def load(cls, path: Path, runner=None) -> "BundleModel":
+    def load(cls, path: Path, runner=None, engines: Engines | None = None) -> "BundleModel":
+        """The verified bundle on `runner`, else on the engine `engines` picks for it (else its x86 twin); the ARM
+        engine is prepared only once the bundle has verified."""
         from . import limits
         from .inspection import locked
-        from .lite.runtime import LiteRunner
 
         bundle = locked(path, twin=True)
         task_file, spec_file = path / "task.json", path / "preprocess.json"
@@ -75,11 +213,13 @@ class BundleModel:
             raise BundleError(f"{path}: images feed single-input models; this one has {len(inputs)} inputs",
                               "run it on tensors instead (edgekit parity replays its golden vectors)")
         feed = inputs[0]["name"]
-        if runner is None:
-            runner = LiteRunner(path / bundle.manifest["host_twin"]["file"], [feed])
         spec = PreprocessSpec.from_mapping({k: v for k, v in raw.items() if k != "order"})
-        return cls(path, spec, make_task(task_spec["kind"], task_spec.get("options", {})), feed, runner,
-                   (inputs[0]["dtype"], tuple(inputs[0]["shape"])))
+        task = make_task(task_spec["kind"], task_spec.get("options", {}))
+        if runner is not None:
+            engine = Engine.of(bundle.manifest, EngineKind.twin)
+        else:
+            runner, engine = _start(path, bundle.manifest, feed, engines or Engines(EngineKind.twin, None))
+        return cls(path, spec, task, feed, runner, (inputs[0]["dtype"], tuple(inputs[0]["shape"])), engine)
 
     @property
     def input_size(self) -> tuple[int, int]:
@@ -89,7 +229,10 @@ class BundleModel:
         return self.spec.apply(image)
 
     def outputs(self, image: np.ndarray) -> list[np.ndarray]:
-        batch = self.tensor(image)[None]
+        return self.run_batch(self.tensor(image)[None])
+
+    def run_batch(self, batch: np.ndarray) -> list[np.ndarray]:
+        """The engine's outputs for a batch of preprocessed tensors (one runner call: one emulator launch)."""
         if self.takes:
             dtype, shape = self.takes
             if batch.dtype.name != dtype or len(shape) != batch.ndim or any(
@@ -102,11 +245,39 @@ class BundleModel:
 
     def predict(self, image: np.ndarray) -> object:
         """The task's readable result for one image (detections in the image's own pixels)."""
-        result = self.task.postprocess(self.outputs(image))[0]
+        return self.predict_many([image])[0]
+
+    def predict_many(self, images: Sequence[np.ndarray]) -> list:
+        """predict() for each image, with one engine call per tensor shape (crops of one size share a launch)."""
+        tensors = [self.tensor(image) for image in images]
+        groups: dict[tuple, list[int]] = {}
+        for i, tensor in enumerate(tensors):
+            groups.setdefault((tensor.shape, tensor.dtype.str), []).append(i)
+        results: list = [None] * len(images)
+        for members in groups.values():
+            found = self.task.postprocess(self.run_batch(np.stack([tensors[i] for i in members])))
+            for i, result in zip(members, found):
+                results[i] = self._in_image(result, images[i])
+        return results
+
+    def _in_image(self, result: object, image: np.ndarray) -> object:
         if self.task.kind is TaskKind.ocr_det:
             sx, sy = _det_scale(self, image)
             result = [dict(r, box=_scaled(r["box"], sx, sy)) for r in result]
         return result
+
+
+def _start(path: Path, manifest: Mapping, feed: str, engines: Engines) -> tuple[object, Engine]:
+    kind = engines.kind_for(manifest)
+    if kind is EngineKind.twin:
+        from .lite.runtime import LiteRunner
+
+        return LiteRunner(path / manifest["host_twin"]["file"], [feed]), Engine.of(manifest, kind)
+    from .config import InputSpec
+
+    engine = Engine.of(manifest, kind, engines.settings.cpu)
+    expect = tuple(InputSpec(i["name"], tuple(i["shape"]), i["dtype"]) for i in manifest["model"]["inputs"])
+    return ArmRunner(engines.emulator(engine.abi), path / manifest["model"]["file"], expect), engine
 
 
 def _det_scale(det: BundleModel, image: np.ndarray) -> tuple[float, float]:
@@ -156,18 +327,21 @@ def ocr_system(image: np.ndarray, det: BundleModel, rec: BundleModel, cls: Bundl
                               "pass the detection, recognition and direction bundles in their places")
     found = det.predict(image)
     boxes = [r["box"] for r in found]
-    lines = []
+    lines, pieces = [], []
     for index in sort_boxes(boxes):
         piece = crop(image, boxes[index])
         if piece.shape[0] < 1 or piece.shape[1] < 1:
             continue
-        line = {"box": boxes[index], "det_score": found[index]["score"]}
-        if cls is not None:
-            direction = cls.predict(piece)
+        lines.append({"box": boxes[index], "det_score": found[index]["score"]})
+        pieces.append(piece)
+    if not pieces:
+        return lines
+    # all crops of one model in one engine call: under emulation that is one qemu launch, not one per line
+    if cls is not None:
+        for k, (line, direction) in enumerate(zip(lines, cls.predict_many(pieces))):
             line["angle"], line["angle_score"] = direction["label"], direction["score"]
             if direction["label"] == "180" and direction["score"] > cls_thresh:
-                piece = np.ascontiguousarray(piece[::-1, ::-1])
-        read = rec.predict(piece)
+                pieces[k] = np.ascontiguousarray(pieces[k][::-1, ::-1])
+    for line, read in zip(lines, rec.predict_many(pieces)):
         line["text"], line["confidence"] = read["text"], read["confidence"]
-        lines.append(line)
     return lines
