@@ -31,30 +31,25 @@ REWRITE_MAX_ABS = 1e-6
 
 def flatten_to_reshape(model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray]) -> tuple[StaticModel, dict | None]:
     program = prog.parse_program(model.model_file)
-    replaced = 0
-    for block in program.blocks:
-        index = 0
-        while index < len(block.ops):
-            op = block.ops[index]
-            if op.type != "flatten_contiguous_range":
-                index += 1
-                continue
-            x_name, out_name = op.input("X")[0], op.output("Out")[0]
-            x_var = block.var(x_name)
-            ndim = len(x_var.shape)
-            start, stop = op.attr("start_axis"), op.attr("stop_axis")
-            start, stop = start % ndim if ndim else 0, stop % ndim if ndim else 0
-            shape = [0] * start + [-1] + [0] * (ndim - stop - 1)
-            xshape = block.create_var(name=f"{out_name}.edgekit_xshape", shape=[0, *x_var.shape], dtype=x_var.dtype,
-                                      stop_gradient=True)
-            block._insert_op(index, type="reshape2", inputs={"X": [x_var]},
-                             outputs={"Out": [block.var(out_name)], "XShape": [xshape]}, attrs={"shape": shape})
-            block._remove_op(index + 1)
-            replaced += 1
-            index += 1
+    replaced = _each_op(program, lambda block, op: op.type == "flatten_contiguous_range", _replace_flatten)
     return _finish(program, model, out_dir, samples, replaced, "the flatten->reshape2 rewrite",
                    {"rewrite": "flatten_contiguous_range -> reshape2",
                     "reason": "paddle_lite_opt 2.13rc0 crashes on flatten_contiguous_range for x86"})
+
+
+def _replace_flatten(block, index: int, op) -> int:
+    x_name, out_name = op.input("X")[0], op.output("Out")[0]
+    x_var = block.var(x_name)
+    ndim = len(x_var.shape)
+    start, stop = op.attr("start_axis"), op.attr("stop_axis")
+    start, stop = start % ndim if ndim else 0, stop % ndim if ndim else 0
+    shape = [0] * start + [-1] + [0] * (ndim - stop - 1)
+    xshape = block.create_var(name=f"{out_name}.edgekit_xshape", shape=[0, *x_var.shape], dtype=x_var.dtype,
+                              stop_gradient=True)
+    block._insert_op(index, type="reshape2", inputs={"X": [x_var]},
+                     outputs={"Out": [block.var(out_name)], "XShape": [xshape]}, attrs={"shape": shape})
+    block._remove_op(index + 1)
+    return index + 1
 
 
 # Activations Paddle-Lite 2.13 fuses into a preceding conv (conv_activation_fuse_pass and its kin).
@@ -73,17 +68,7 @@ def scale_after_activation(model: StaticModel, out_dir: Path,
     no elementwise op after an activation, so the same arithmetic written that way is kept.
     """
     program = prog.parse_program(model.model_file)
-    replaced = 0
-    for block in program.blocks:
-        index = 0
-        while index < len(block.ops):
-            op = block.ops[index]
-            if op.type != "scale" or op.input("ScaleTensor") or not _after_conv_activation(block, op.input("X")[0]) \
-                    or (float(op.attr("scale")) == 1.0 and float(op.attr("bias")) == 0.0):   # an identity folds harmlessly
-                index += 1
-                continue
-            index = _replace_scale(block, index, op)
-            replaced += 1
+    replaced = _each_op(program, _misfused_scale, _replace_scale)
     return _finish(program, model, out_dir, samples, replaced, "the scale -> elementwise rewrite",
                    {"rewrite": "scale after a conv-fused activation -> elementwise_mul/elementwise_add",
                     "reason": "paddle_lite_opt 2.13rc0 folds such a scale into the conv before the activation "
@@ -92,6 +77,11 @@ def scale_after_activation(model: StaticModel, out_dir: Path,
 
 CONV_FUSED_BEFORE_ACTIVATION = ("elementwise_add", "batch_norm")   # what opt folds into a conv ahead of its activation
 CONVS = ("conv2d", "depthwise_conv2d", "conv2d_transpose", "depthwise_conv2d_transpose")
+
+
+def _misfused_scale(block, op) -> bool:
+    return (op.type == "scale" and not op.input("ScaleTensor") and _after_conv_activation(block, op.input("X")[0])
+            and not (float(op.attr("scale")) == 1.0 and float(op.attr("bias")) == 0.0))   # an identity folds harmlessly
 
 
 def _after_conv_activation(block, name: str) -> bool:
@@ -126,23 +116,41 @@ def _replace_scale(block, index: int, op) -> int:
     return index
 
 
+def _each_op(program, matches, replace) -> int:
+    """Every op of every block that `matches(block, op)` is rewritten by `replace(block, index, op)`, which returns the
+    index after what it wrote; returns how many were."""
+    replaced = 0
+    for block in program.blocks:
+        index = 0
+        while index < len(block.ops):
+            op = block.ops[index]
+            if matches(block, op):
+                index = replace(block, index, op)
+                replaced += 1
+            else:
+                index += 1
+    return replaced
+
+
 def _finish(program, model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray], replaced: int, what: str,
             record: dict) -> tuple[StaticModel, dict | None]:
     """Every rewrite ends the same way: nothing to do, or the program saved, checked, and what was done recorded."""
     if not replaced:
         return model, None
-    rewritten = _save(program, model, out_dir)
-    worst = _check(model, rewritten, samples, what)
+    rewritten, worst = _publish(program.desc.serialize_to_string(), prog.op_types(program), model, out_dir, samples, what)
     return rewritten, dict(record, ops=replaced, max_abs=worst)
 
 
-def _save(program, model: StaticModel, out_dir: Path) -> StaticModel:
+def _publish(data: bytes, op_types: tuple[str, ...], model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray],
+             what: str) -> tuple[StaticModel, float]:
+    """The rewritten program beside a copy of the parameters, checked against the program as it was."""
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / "model.pdmodel"
-    target.write_bytes(program.desc.serialize_to_string())
+    target.write_bytes(data)
     shutil.copyfile(model.params_file, out_dir / "model.pdiparams")
-    return StaticModel(target, out_dir / "model.pdiparams", model.feeds, model.fetches, model.origin,
-                       prog.op_types(program), model.sources, model.check)
+    rewritten = StaticModel(target, out_dir / "model.pdiparams", model.feeds, model.fetches, model.origin, op_types,
+                            model.sources, model.check)
+    return rewritten, _check(model, rewritten, samples, what)
 
 
 def _check(model: StaticModel, rewritten: StaticModel, samples: dict[str, np.ndarray], what: str) -> float:
@@ -163,32 +171,28 @@ def constant_pad_value(model: StaticModel, out_dir: Path,
     out 0.0 on a Paddle 2.6 export); padding with zero is what it does right.
     """
     program = prog.parse_program(model.model_file)
-    replaced = 0
-    for block in program.blocks:
-        index = 0
-        while index < len(block.ops):
-            op = block.ops[index]
-            if op.type != "pad3d" or op.attr("mode") != "constant" or float(op.attr("value")) == 0.0 or op.input("Paddings"):
-                index += 1
-                continue
-            value = float(op.attr("value"))
-            x_var, out_var = block.var(op.input("X")[0]), block.var(op.output("Out")[0])
-            shifted = block.create_var(name=f"{out_var.name}.edgekit_shifted", shape=x_var.shape, dtype=x_var.dtype,
-                                       stop_gradient=True)
-            padded = block.create_var(name=f"{out_var.name}.edgekit_padded", shape=out_var.shape, dtype=x_var.dtype,
-                                      stop_gradient=True)
-            block._insert_op(index, type="scale", inputs={"X": [x_var]}, outputs={"Out": [shifted]},
-                             attrs={"scale": 1.0, "bias": -value, "bias_after_scale": True})
-            op._rename_input(x_var.name, shifted.name)
-            op._rename_output(out_var.name, padded.name)
-            op._set_attr("value", 0.0)
-            block._insert_op(index + 2, type="scale", inputs={"X": [padded]}, outputs={"Out": [out_var]},
-                             attrs={"scale": 1.0, "bias": value, "bias_after_scale": True})
-            replaced += 1
-            index += 3
+    replaced = _each_op(program, lambda block, op: op.type == "pad3d" and op.attr("mode") == "constant"
+                        and float(op.attr("value")) != 0.0 and not op.input("Paddings"), _replace_pad)
     return _finish(program, model, out_dir, samples, replaced, "the constant-pad rewrite",
                    {"rewrite": "pad3d(value=v) -> scale(-v), pad3d(value=0), scale(+v)",
                     "reason": "Paddle-Lite 2.13 pads with zeros whatever pad3d's value is"})
+
+
+def _replace_pad(block, index: int, op) -> int:
+    value = float(op.attr("value"))
+    x_var, out_var = block.var(op.input("X")[0]), block.var(op.output("Out")[0])
+    shifted = block.create_var(name=f"{out_var.name}.edgekit_shifted", shape=x_var.shape, dtype=x_var.dtype,
+                               stop_gradient=True)
+    padded = block.create_var(name=f"{out_var.name}.edgekit_padded", shape=out_var.shape, dtype=x_var.dtype,
+                              stop_gradient=True)
+    block._insert_op(index, type="scale", inputs={"X": [x_var]}, outputs={"Out": [shifted]},
+                     attrs={"scale": 1.0, "bias": -value, "bias_after_scale": True})
+    op._rename_input(x_var.name, shifted.name)
+    op._rename_output(out_var.name, padded.name)
+    op._set_attr("value", 0.0)
+    block._insert_op(index + 2, type="scale", inputs={"X": [padded]}, outputs={"Out": [out_var]},
+                     attrs={"scale": 1.0, "bias": value, "bias_after_scale": True})
+    return index + 3
 
 
 # Attributes Lite 2.13's ops read unconditionally but Paddle 2.6's save drops as "extra" (opt aborts: "No attributes
@@ -219,12 +223,7 @@ def restore_attributes(model: StaticModel, out_dir: Path,
                     restored[key] = restored.get(key, 0) + 1
     if not restored:
         return model, None
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "model.pdmodel").write_bytes(raw.SerializeToString())
-    shutil.copyfile(model.params_file, out_dir / "model.pdiparams")
-    rewritten = StaticModel(out_dir / "model.pdmodel", out_dir / "model.pdiparams", model.feeds, model.fetches,
-                            model.origin, model.op_types, model.sources, model.check)
-    worst = _check(model, rewritten, samples, "restoring attributes")
+    rewritten, worst = _publish(raw.SerializeToString(), model.op_types, model, out_dir, samples, "restoring attributes")
     return rewritten, {"rewrite": "attributes Lite requires restored with Paddle's defaults", "attributes": restored,
                        "max_abs": worst, "reason": "Paddle 2.6 saves programs without them; opt 2.13rc0 aborts"}
 
@@ -241,41 +240,42 @@ def whole_tensor_reductions(model: StaticModel, out_dir: Path,
     axis it is exact.
     """
     program = prog.parse_program(model.model_file)
-    replaced = 0
-    for block in program.blocks:
-        index = 0
-        while index < len(block.ops):
-            op = block.ops[index]
-            x_name = op.input("X")[0] if op.type in REDUCES else None
-            rank = len(block._var_recursive(x_name).shape) if x_name else 0
-            dims = sorted({d % rank for d in op.attr("dim")}) if x_name and rank else []
-            if x_name is None or rank < 2 or not (op.attr("reduce_all") or dims == list(range(rank))):
-                index += 1
-                continue
-            x_var, out_var = block._var_recursive(x_name), block.var(op.output("Out")[0])
-            flat = block.create_var(name=f"{out_var.name}.edgekit_flat", shape=[1, -1], dtype=x_var.dtype, stop_gradient=True)
-            xshape = block.create_var(name=f"{out_var.name}.edgekit_flat_xshape", shape=[0, *x_var.shape],
-                                      dtype=x_var.dtype, stop_gradient=True)
-            block._insert_op(index, type="reshape2", inputs={"X": [x_var]}, outputs={"Out": [flat], "XShape": [xshape]},
-                             attrs={"shape": [1, -1]})
-            op._rename_input(x_name, flat.name)
-            op._set_attr("dim", [1])
-            op._set_attr("reduce_all", False)
-            keep = bool(op.attr("keep_dim"))
-            if keep:   # [1, 1] back to the rank the model expects ([1] * rank)
-                reduced = block.create_var(name=f"{out_var.name}.edgekit_reduced", shape=[1, 1], dtype=x_var.dtype,
-                                           stop_gradient=True)
-                op._rename_output(out_var.name, reduced.name)
-                shape_out = block.create_var(name=f"{out_var.name}.edgekit_xshape", shape=[0, 1, 1], dtype=x_var.dtype,
-                                             stop_gradient=True)
-                block._insert_op(index + 2, type="reshape2", inputs={"X": [reduced]},
-                                 outputs={"Out": [out_var], "XShape": [shape_out]}, attrs={"shape": [1] * rank})
-                index += 1
-            replaced += 1
-            index += 2
+    replaced = _each_op(program, _reduces_everything, _replace_reduction)
     return _finish(program, model, out_dir, samples, replaced, "the whole-tensor reduction rewrite",
                    {"rewrite": "reduction over every element -> reshape2(x, [1, -1]) reduced over axis 1",
                     "reason": "Paddle-Lite 2.13's ARM reduce_mean with reduce_all computes a wrong value"})
+
+
+def _reduces_everything(block, op) -> bool:
+    if op.type not in REDUCES:
+        return False
+    rank = len(block._var_recursive(op.input("X")[0]).shape)
+    return rank >= 2 and (op.attr("reduce_all") or sorted({d % rank for d in op.attr("dim")}) == list(range(rank)))
+
+
+def _replace_reduction(block, index: int, op) -> int:
+    x_name = op.input("X")[0]
+    x_var, out_var = block._var_recursive(x_name), block.var(op.output("Out")[0])
+    rank = len(x_var.shape)
+    flat = block.create_var(name=f"{out_var.name}.edgekit_flat", shape=[1, -1], dtype=x_var.dtype, stop_gradient=True)
+    xshape = block.create_var(name=f"{out_var.name}.edgekit_flat_xshape", shape=[0, *x_var.shape],
+                              dtype=x_var.dtype, stop_gradient=True)
+    block._insert_op(index, type="reshape2", inputs={"X": [x_var]}, outputs={"Out": [flat], "XShape": [xshape]},
+                     attrs={"shape": [1, -1]})
+    op._rename_input(x_name, flat.name)
+    op._set_attr("dim", [1])
+    op._set_attr("reduce_all", False)
+    if not op.attr("keep_dim"):
+        return index + 2
+    # [1, 1] back to the rank the model expects ([1] * rank)
+    reduced = block.create_var(name=f"{out_var.name}.edgekit_reduced", shape=[1, 1], dtype=x_var.dtype,
+                               stop_gradient=True)
+    op._rename_output(out_var.name, reduced.name)
+    shape_out = block.create_var(name=f"{out_var.name}.edgekit_xshape", shape=[0, 1, 1], dtype=x_var.dtype,
+                                 stop_gradient=True)
+    block._insert_op(index + 2, type="reshape2", inputs={"X": [reduced]},
+                     outputs={"Out": [out_var], "XShape": [shape_out]}, attrs={"shape": [1] * rank})
+    return index + 3
 
 
 def zero_d_constants(model: StaticModel, out_dir: Path,
@@ -301,19 +301,16 @@ def lite_safe(model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray],
     reductions, the pad value and the scale trap always, the flatten crash for x86 (the pad rewrite writes scales, so
     the scale rewrite runs after it)."""
     done = []
-    for name, rewrite_program in (("attributes", restore_attributes), ("constants", zero_d_constants),
-                                  ("reductions", whole_tensor_reductions)):
+    for name, rewrite_program, x86_only in REWRITES:
+        if x86_only and not x86:
+            continue
         model, rewrite = rewrite_program(model, out_dir / name, samples)
         if rewrite:
             done.append(rewrite)
-    model, rewrite = constant_pad_value(model, out_dir / "pad", samples)
-    if rewrite:
-        done.append(rewrite)
-    model, rewrite = scale_after_activation(model, out_dir / "scale", samples)
-    if rewrite:
-        done.append(rewrite)
-    if x86:
-        model, rewrite = flatten_to_reshape(model, out_dir / "flatten", samples)
-        if rewrite:
-            done.append(rewrite)
     return model, tuple(done)
+
+
+# In order: (folder, rewrite, x86 only). The pad rewrite writes scales, so the scale rewrite comes after it.
+REWRITES = (("attributes", restore_attributes, False), ("constants", zero_d_constants, False),
+            ("reductions", whole_tensor_reductions, False), ("pad", constant_pad_value, False),
+            ("scale", scale_after_activation, False), ("flatten", flatten_to_reshape, True))
