@@ -110,7 +110,13 @@ class ChildAnswer:
 
 def run_child(module: str, request: Mapping[str, Any], *, timeout: float, what: str, cwd: str | None = None) -> ChildAnswer:
     """Run `python -m module '<json request>'` with this interpreter and parse its answer line."""
-    record = run([sys.executable, "-m", module, json.dumps(dict(request))], timeout=timeout, cwd=cwd, what=what)
+    return run_child_argv([sys.executable, "-m", module], request, timeout=timeout, what=what, cwd=cwd)
+
+
+def run_child_argv(argv: Sequence[str], request: Mapping[str, Any], *, timeout: float, what: str, cwd: str | None = None,
+                   env: Mapping[str, str] | None = None) -> ChildAnswer:
+    """Run `argv '<json request>'` (a child of this protocol under any interpreter) and parse its answer line."""
+    record = run([*argv, json.dumps(dict(request))], timeout=timeout, cwd=cwd, env=env, what=what)
     result = error = None
     for line in record.stdout.splitlines():
         if line.startswith(RESULT_MARK):

@@ -108,11 +108,10 @@ def paddle3_reference(rec: BuildRecord) -> BuildRecord:
     from .export.pir import reference
 
     evaluation = rec.evaluation
-    outputs, check = reference(rec.static, rec.paddle3, dict(evaluation.inputs), rec.work / "paddle3-reference",
-                               rec.cfg.tool_timeout)
+    outputs, ours, check = reference(rec.static, rec.paddle3, dict(evaluation.inputs), rec.work / "paddle3-reference",
+                                     rec.cfg.tool_timeout)
     figures = None
     if evaluation.has_truth:
-        ours = tiers.reference_outputs(rec.static, evaluation)
         primary = evaluation.primary
         figures = {"metric": primary, "samples": len(evaluation), "paddle3": evaluation.evaluate(outputs)[primary],
                    "translated": evaluation.evaluate(ours)[primary], "agreement": evaluation.task.agreement(ours, outputs)}

@@ -9,7 +9,6 @@ answers with `edgekit.proc`'s child protocol; its failures become typed one-line
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,19 +39,12 @@ class Paddle3:
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
         env.setdefault("GLOG_minloglevel", "2")
         env.pop("FLAGS_enable_pir_api", None)   # PIR is Paddle 3's default, and the only mode edgekit uses there
-        record = proc.run([self.python, str(CHILD), json.dumps(payload)], timeout=timeout, env=env, cwd=cwd, what=what)
-        result = error = None
-        for line in record.stdout.splitlines():
-            if line.startswith(proc.RESULT_MARK):
-                result = json.loads(line[len(proc.RESULT_MARK):])
-            elif line.startswith(proc.ERROR_MARK):
-                error = json.loads(line[len(proc.ERROR_MARK):])
-        if record.returncode == 0 and result is not None:
-            return result
-        if error is not None:
-            raise _error_for(action, what, error)
-        cause = f"died from {record.signal_name}" if record.signal_name else f"exited with {record.returncode}"
-        raise ToolError(f"Paddle 3 ({what}) {cause}: {record.tail(3)}",
+        answer = proc.run_child_argv([self.python, str(CHILD)], payload, timeout=timeout, env=env, cwd=cwd, what=what)
+        if answer.ok:
+            return answer.result
+        if answer.error is not None:
+            raise _error_for(action, what, answer.error)
+        raise ToolError(f"Paddle 3 ({what}) {answer.cause()}: {answer.record.tail(3)}",
                         "run it again with EDGEKIT_DEBUG=1; if Paddle 3 itself crashes, report the model")
 
 

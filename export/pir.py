@@ -144,9 +144,9 @@ def _control_flow_blocks(program) -> int:
 
 
 def reference(static: StaticModel, report: Mapping, inputs: Mapping[str, np.ndarray], folder: Path,
-              timeout: float) -> tuple[list[np.ndarray], dict]:
-    """Paddle 3's own inference of the source program on `inputs` (every tier's reference), and the check that the
-    translated legacy program computes the same."""
+              timeout: float) -> tuple[list[np.ndarray], list[np.ndarray], dict]:
+    """Paddle 3's own inference of the source program on `inputs` (every tier's reference), the translated legacy
+    program's outputs on them, and the check that the two agree."""
     p3 = paddle3.Paddle3(report["python"], report["paddle"])
     folder.mkdir(parents=True, exist_ok=True)
     answer = p3.call("run", {"prefix": report["prefix"], "inputs": str(paddle3.save_inputs(folder / "inputs.npz", inputs)),
@@ -172,7 +172,7 @@ def reference(static: StaticModel, report: Mapping, inputs: Mapping[str, np.ndar
     check = {"engine": f"legacy program on paddle.static.Executor (Paddle 2.6) vs Paddle {p3.version} on the source .json",
              "max_abs": worst, "limit": TRANSLATION_MAX_ABS * scale, "samples": count,
              "reference_engines": answer["engines"], "reference_engines_max_abs": answer["engine_max_abs"]}
-    return theirs, check
+    return theirs, ours, check
 
 
 def export_paddle3_factory(cfg: ModelConfig, out_dir: Path, samples: Mapping[str, np.ndarray],
@@ -193,7 +193,7 @@ def export_paddle3_factory(cfg: ModelConfig, out_dir: Path, samples: Mapping[str
     dynamic = paddle3.load_outputs(Path(answer["outputs"]))
     static, report = _translate(p3, PirSource(exported / "model.json", exported / "model.pdiparams"), out_dir / "translated",
                                 cfg.inputs, timeout, origin="paddle3-dygraph")
-    static_outs, check = reference(static, report, samples, out_dir / "export-check", timeout)
+    static_outs, _, check = reference(static, report, samples, out_dir / "export-check", timeout)
     worst = worst_max_abs(differences(dynamic, static_outs, [f"output {i}" for i in range(len(dynamic))]))
     if not np.isfinite(worst) or worst > EXPORT_MAX_ABS * max(1.0, output_scale(dynamic)):
         raise ExportError(f"Paddle 3's exported {cfg.factory} differs from the dynamic model by {worst:.3g}",

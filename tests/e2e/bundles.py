@@ -27,3 +27,12 @@ def paddle3_python() -> str:
             pytest.fail(f"EDGEKIT_PADDLE3_PYTHON is unset in CI ({os.environ.get('EDGEKIT_PADDLE3_UNAVAILABLE', '')})")
         pytest.skip("no Paddle 3 interpreter: EDGEKIT_PADDLE3_PYTHON is unset (./run tests makes .venv-paddle3)")
     return python
+
+
+def run_paddle3(*args: str, env: dict | None = None, timeout: float = 600) -> None:
+    """Run `args` with Paddle 3's interpreter in tests/e2e (where the Paddle 3 model files are); it must succeed."""
+    import subprocess
+
+    done = subprocess.run([paddle3_python(), *map(str, args)], cwd=Path(__file__).resolve().parent, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-2000:]

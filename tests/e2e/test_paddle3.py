@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bundles import leftovers, manifest, paddle3_python
+from bundles import leftovers, manifest, paddle3_python, run_paddle3
 
 pytestmark = pytest.mark.e2e
 
@@ -29,9 +28,7 @@ TOKENS = ("attention",)                     # [B, 8, 16] inputs; the others take
 @pytest.fixture(scope="module")
 def zoo(tmp_path_factory):
     out = tmp_path_factory.mktemp("paddle3-zoo")
-    done = subprocess.run([paddle3_python(), str(HERE / "paddle3_zoo.py"), str(out)], cwd=HERE, capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
+    run_paddle3(HERE / "paddle3_zoo.py", out)
     rng = np.random.RandomState(0)
     np.savez(out / "images.npz", x=rng.randn(6, 3, 16, 16).astype("float32"))
     np.savez(out / "tokens.npz", x=rng.randn(6, 8, 16).astype("float32"))
@@ -101,9 +98,7 @@ def test_legacy_export_of_paddle3_loses_unknown_slots(zoo, cli, tmp_path):
               "spec = [paddle.static.InputSpec([None, 3, 16, 16], 'float32', 'x')]\n"
               "paddle.jit.save(paddle.jit.to_static(net, input_spec=spec, full_graph=True), sys.argv[1])\n")
     env = dict(os.environ, FLAGS_enable_pir_api="0")
-    done = subprocess.run([paddle3_python(), "-c", script, str(tmp_path / "legacy" / "model")], cwd=HERE, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
+    run_paddle3("-c", script, tmp_path / "legacy" / "model", env=env, timeout=300)
     assert (tmp_path / "legacy" / "model.pdmodel").is_file()
     cli("build", "-m", tmp_path / "legacy" / "model.pdmodel", "--input", "x:-1x3x16x16", "--eval", zoo / "images.npz",
         "--no-emulation", "--out", tmp_path / "out", "--name", "legacy", "--quiet")

@@ -8,13 +8,12 @@ file takes the same branch) and is checked against the dynamic model and against
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bundles import manifest, paddle3_python
+from bundles import manifest, run_paddle3
 
 pytestmark = pytest.mark.e2e
 
@@ -26,9 +25,7 @@ BRANCHES = {"high": "branch_a", "low": "branch_b"}    # data file -> the branch 
 def exported(tmp_path_factory):
     """Paddle 3's PIR export of the seed model, data for each branch and the dynamic model's outputs on it."""
     out = tmp_path_factory.mktemp("paddle3-control-flow")
-    done = subprocess.run([paddle3_python(), str(HERE / "paddle3_control_flow.py"), str(out)], cwd=HERE, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
+    run_paddle3(HERE / "paddle3_control_flow.py", out, timeout=300)
     with np.load(out / "expected.npz") as data:
         expected = {k: data[k] for k in data.files}
     for data_file, branch in BRANCHES.items():   # the two branches differ, so an output tells which one ran
