@@ -11,7 +11,6 @@ route.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from edgekit import limits
 from edgekit.artifacts import StaticModel, sha256_file
 from edgekit.config import InputSpec, ModelConfig
 from edgekit.errors import ExportError, InputModelError, ParityError
@@ -34,6 +34,7 @@ from .runner import StaticRunner
 log = logging.getLogger(__name__)
 
 PIR_NAMES = ("inference.json", "model.json")
+PIR_FILE_HINT = "pass the inference.json that paddle.jit.save wrote under Paddle 3"
 TRANSLATION_MAX_ABS = 1e-4     # relative to max(1, the output's largest |value|), like every transform's check
 EXPORT_MAX_ABS = 1e-4
 
@@ -87,15 +88,12 @@ def locate(model: Path, params: Path | None) -> PirSource:
 
 
 def _require_pir(path: Path) -> None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputModelError(f"{path} is not a PIR program: it is not readable JSON", "pass the inference.json that "
-                              "paddle.jit.save wrote under Paddle 3") from exc
-    magic = data.get("base_code", {}).get("magic") if isinstance(data, dict) else None
-    if magic != "pir" or "program" not in data:
-        raise InputModelError(f"{path} is JSON but not a PIR program (no base_code.magic = \"pir\")",
-                              "pass the inference.json that paddle.jit.save wrote under Paddle 3")
+    """Untrusted input: read within the JSON limits (edgekit.limits), and shaped like a PIR program at the top."""
+    data = limits.read_json(path, InputModelError, PIR_FILE_HINT)
+    base = data.get("base_code") if isinstance(data, dict) else None
+    magic = base.get("magic") if isinstance(base, dict) else None
+    if magic != "pir" or not isinstance(data.get("program"), dict):
+        raise InputModelError(f"{path} is JSON but not a PIR program (no base_code.magic = \"pir\")", PIR_FILE_HINT)
 
 
 def _declares_parameters(path: Path) -> bool:
