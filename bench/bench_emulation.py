@@ -46,7 +46,7 @@ def _case(example: str, precision: str, data: Path | None, root: Path, cpu: str,
     without, seconds_without = _build(dict(flags, emulation_enabled=False), config, root / "without")
     with_c, seconds_with = _build(flags, config, root / "with")
     emulation = with_c["emulation"]
-    stage = with_c["stages_seconds"].get("emulation", 0.0)
+    stage = with_c["stages_seconds"].get("tier-c", 0.0)
     return {
         "metric": (with_c.get("task") or {}).get("primary"),
         "accuracy": with_c["parity"]["accuracy"],

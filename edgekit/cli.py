@@ -159,7 +159,7 @@ def build(
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache of calibrations and tier-C results. Default "
                                              "$XDG_CACHE_HOME/edgekit/calibration (~/.cache/...); EDGEKIT_CACHE_DIR."),
     no_cache: bool = typer.Option(False, "--no-cache", help="Calibrate and emulate everything again and keep nothing."),
-    task: Optional[str] = typer.Option(None, "--task", help="Task metric: classification, ocr_det, ocr_rec, ocr_cls. Default: "
+    task: Optional[str] = typer.Option(None, "--task", help="Task metric: classification, ocr_det, ocr_rec, ocr_cls, detection, segmentation. Default: "
                                        "the evaluation data's truth file (<name>.truth.json / truth.json), else top-1 with labels."),
     lite_arm: LiteArmOpt = None,
     cpu: CpuOpt = None,
@@ -201,11 +201,13 @@ def _emulation_settings(lite_arm: Optional[Path], cpu: Optional[str]):
     from .config import EmulationConfig
     from .errors import ConfigError
 
-    runtime = lite_arm or (Path(os.environ["EDGEKIT_LITE_ARM"]) if os.environ.get("EDGEKIT_LITE_ARM") else None)
+    from .contracts import lite_arm_root
+
+    runtime = lite_arm_root(lite_arm)
     cpu = cpu or os.environ.get("EDGEKIT_CPU") or "default"
     if cpu not in CPU_PROFILES:
         raise ConfigError(f"CPU profile {cpu!r} is unknown", f"use one of {', '.join(CPU_PROFILES)}")
-    return EmulationConfig(runtime=runtime.expanduser().absolute() if runtime else None, cpu=cpu)
+    return EmulationConfig(runtime=runtime, cpu=cpu)
 
 
 def _progress(quiet: bool):
@@ -280,6 +282,24 @@ def inspect(
 
 
 @app.command()
+def bench(
+    bundles: List[Path] = typer.Argument(..., help="Bundle folders; the first is the baseline the others are compared "
+                                         "with."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
+) -> None:
+    """Compare bundles' instruction counts per inference, per kernel path, as tier C recorded them (INT8 vs FP32,
+    pruned vs not, armv7 vs arm64). Counts are deterministic, unlike emulated time (docs/costs.md)."""
+    from .costs import bench_bundles, table
+
+    result = bench_bundles(bundles)
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        for line in table(result):
+            typer.echo(line)
+
+
+@app.command()
 def parity(
     bundle: Path = typer.Argument(..., help="A bundle folder written by `edgekit build`."),
     emulate: bool = typer.Option(False, "--emulate", help="Run model.nb itself on Paddle-Lite's ARM runtime under qemu "
@@ -327,7 +347,8 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Pretty-print the JSON result, with its engine always named."),
 ) -> None:
     """Run a bundle on one image with its own preprocess.json and task.json (as the apps do) and print the result as
-    JSON (class and label; OCR boxes in image pixels, text, direction).
+    JSON (class and label; OCR and detection boxes in image pixels, text, direction, classes and scores; a
+    segmentation mask summary).
 
     The engine (--engine) is named in the result's "engine" object whenever the bundle is not FP32 (and always with
     --json; a detector's list of boxes becomes {"boxes": [...], "engine": {...}} there), and in one line on stderr
@@ -365,8 +386,8 @@ def ocr(
     the bundles' own preprocessing; --engine applies to every bundle (the ARM engine batches all crops of a model
     into one emulator launch).
 
-    Prints one JSON array on one line: an object per text line (box, det_score, angle and angle_score with --cls,
-    text, confidence), in reading order; which engine ran each bundle goes to stderr, one line per bundle
+    Prints one JSON array on one line: an object per text line (box, quad, det_score, angle and angle_score with
+    --cls, text, confidence), in reading order; which engine ran each bundle goes to stderr, one line per bundle
     (with --json: into the object instead)."""
     from .predict import BundleModel, ocr_system, read_image
 
@@ -433,6 +454,7 @@ def package(
 import_app = typer.Typer(cls=_Edgekit, no_args_is_help=True, help="Convert models from other frameworks into Paddle inference models.")
 app.add_typer(import_app, name="import")
 from .device.cli import device_app; app.add_typer(device_app, name="device")  # noqa: E402,E702
+from .matrix_cli import matrix_command; app.command("matrix")(matrix_command)  # noqa: E402,E702
 
 
 @import_app.command("onnx")
@@ -442,8 +464,9 @@ def import_onnx_command(
     inputs: List[str] = typer.Option([], "--input", "-i", help="ONNX input name:shape, e.g. x:1x3x48x320; fixes dynamic dims "
                                      "X2Paddle cannot carry (-1 keeps a dim dynamic)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds X2Paddle may take."),
-    max_abs: float = typer.Option(1e-4, "--max-abs", help="Largest difference from ONNX Runtime allowed per output, times "
-                                  "max(1, the output's largest |value|) ([parity] import_max_abs in a build)."),
+    max_abs: float = typer.Option(1e-4, "--max-abs", help="Largest difference from ONNX Runtime allowed per output, relative "
+                                  "to the output's largest |value| (absolute for outputs below 1e-3, which carry no "
+                                  "signal on random inputs) ([parity] import_max_abs in a build)."),
     min_cosine: float = typer.Option(0.9999, "--min-cosine", help="Smallest cosine to ONNX Runtime allowed per output "
                                      "([parity] import_min_cosine)."),
 ) -> None:

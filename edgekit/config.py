@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from . import contracts
 from .data import PreprocessSpec
 from .errors import ConfigError, DataError, EdgekitError
 from .prune.config import KNOWN_KEYS as PRUNE_KEYS
@@ -102,7 +103,7 @@ class QuantConfig:
 class ParityGates:
     twin_max_abs: float = 1e-4            # x86 twin vs reference, per output
     twin_min_cosine: float = 0.99999
-    import_max_abs: float = 1e-4          # X2Paddle's model vs ONNX Runtime, per output, times max(1, |output|)
+    import_max_abs: float = 1e-4          # X2Paddle's model vs ONNX Runtime: max abs / the output's largest |value| (export/import_gate.py)
     import_min_cosine: float = 0.9999
     import_max_metric_drop: float = 0.5   # with truth: task-metric points the imported model may read below ONNX Runtime
     int8_max_top1_drop: float = 1.0       # points of the task's primary metric (top-1, exact match, ...), with truth
@@ -262,7 +263,7 @@ def _preprocess(table: Any, where: Path) -> PreprocessSpec:
 SECTIONS = ("model", "data", "preprocess", "build", "quantize", "parity", "prune", "task", "emulation")
 ENV_KEYS = {"EDGEKIT_TARGET": "target", "EDGEKIT_QUANT": "precision", "EDGEKIT_OUT": "out_dir",
             "EDGEKIT_TOOL_TIMEOUT": "tool_timeout", "EDGEKIT_CACHE_DIR": "cache_dir",
-            "EDGEKIT_LITE_ARM": "emulation_runtime", "EDGEKIT_REQUIRE_EMULATION": "emulation_required",
+            contracts.LITE_ARM_ENV: "emulation_runtime", "EDGEKIT_REQUIRE_EMULATION": "emulation_required",
             "EDGEKIT_CPU": "emulation_cpu"}
 SENSITIVITY_METHODS = ("alone", "all-but")
 

@@ -8,13 +8,15 @@ decode -> colour -> resize -> centre crop -> scale -> (x - mean) / std -> layout
 Resize modes: `stretch` resizes to exactly [height, width]; `fit_height` (text lines:
 PaddleOCR's rec/cls input) resizes to `height` keeping the aspect ratio, at most
 `width` wide (width ceil(height * w / h)), and fills the columns to the right with
-`pad_value` in the final tensor.
+`pad_value` in the final tensor. `letterbox` (detectors) scales the image by
+min(height / h, width / w) keeping its aspect ratio (sides rounded half up, at least 1),
+centres it (top = (height - new h) // 2, left likewise) and fills the border of the final
+tensor with `pad_value`; `to_image` maps boxes in tensor pixels back to the image.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
 from dataclasses import asdict, dataclass, field
@@ -32,7 +34,7 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 COLORS = ("rgb", "bgr", "gray")
 LAYOUTS = ("NCHW", "NHWC")
 INTERPOLATIONS = ("linear", "nearest", "area")
-RESIZE_MODES = ("stretch", "fit_height")
+RESIZE_MODES = ("stretch", "fit_height", "letterbox")
 
 
 @dataclass(frozen=True)
@@ -46,7 +48,7 @@ class PreprocessSpec:
     std: tuple[float, ...] = (1.0,)
     layout: str = "NCHW"
     resize_mode: str = "stretch"
-    pad_value: float = 0.0                     # fit_height: the tensor's value right of the resized line
+    pad_value: float = 0.0                     # fit_height / letterbox: the tensor's value outside the image
 
     def __post_init__(self) -> None:
         if self.color not in COLORS:
@@ -79,10 +81,35 @@ class PreprocessSpec:
         if self.resize_mode == "fit_height" and (self.resize is None or self.crop is not None):
             raise DataError("preprocess.resize_mode fit_height needs resize = [height, max width] and no crop",
                             "give resize and drop crop, or use resize_mode stretch")
+        if self.resize_mode == "letterbox" and (self.resize is None or self.crop is not None):
+            raise DataError("preprocess.resize_mode letterbox needs resize = [height, width] and no crop",
+                            "give resize and drop crop, or use resize_mode stretch")
 
     @property
     def channels(self) -> int:
         return 1 if self.color == "gray" else 3
+
+    def geometry(self, height: int, width: int) -> "Geometry":
+        """Where an image of `height` x `width` lands in the tensor (scales and offsets of its pixels)."""
+        if self.resize is None:
+            h, w, top, left = height, width, 0, 0
+        elif self.resize_mode == "letterbox":
+            scale = min(self.resize[0] / height, self.resize[1] / width)
+            h = max(1, min(self.resize[0], math.floor(height * scale + 0.5)))
+            w = max(1, min(self.resize[1], math.floor(width * scale + 0.5)))
+            top, left = (self.resize[0] - h) // 2, (self.resize[1] - w) // 2
+        elif self.resize_mode == "fit_height":
+            h, top, left = self.resize[0], 0, 0
+            w = max(1, min(self.resize[1], math.ceil(h * width / height)))
+        else:
+            h, w, top, left = self.resize[0], self.resize[1], 0, 0
+        if self.crop is not None:
+            top, left = top - (h - self.crop[0]) // 2, left - (w - self.crop[1]) // 2
+        return Geometry(height, width, h, w, top, left)
+
+    def to_image(self, boxes: np.ndarray, height: int, width: int) -> np.ndarray:
+        """Boxes [K, 4] (x0, y0, x1, y1) in tensor pixels -> the pixels of the `height` x `width` source image."""
+        return self.geometry(height, width).to_image(boxes)
 
     @classmethod
     def from_mapping(cls, raw: Mapping) -> "PreprocessSpec":
@@ -121,9 +148,12 @@ class PreprocessSpec:
                 image = np.repeat(image, 3, axis=2)
             if self.color == "rgb":
                 image = image[:, :, ::-1]
-        width = None
+        width, box = None, None
         if self.resize is not None:
             h, w = self.resize
+            if self.resize_mode == "letterbox":
+                g = self.geometry(image.shape[0], image.shape[1])
+                box, h, w = g, g.resized_height, g.resized_width
             if self.resize_mode == "fit_height":
                 width, w = w, max(1, min(w, math.ceil(h * image.shape[1] / image.shape[0])))
             image = cv2.resize(np.ascontiguousarray(image), (w, h), interpolation=interp)
@@ -142,9 +172,41 @@ class PreprocessSpec:
             padded = np.full((x.shape[0], width, x.shape[2]), np.float32(self.pad_value), np.float32)
             padded[:, :x.shape[1]] = x
             x = padded
+        if box is not None:
+            canvas = np.full((self.resize[0], self.resize[1], x.shape[2]), np.float32(self.pad_value), np.float32)
+            canvas[box.top:box.top + box.resized_height, box.left:box.left + box.resized_width] = x
+            x = canvas
         if self.layout == "NCHW":
             x = x.transpose(2, 0, 1)
         return np.ascontiguousarray(x, dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """An image's place in the tensor: resized to resized_height x resized_width, its top-left corner at
+    (top, left) (negative after a crop). A tensor pixel x maps to image pixel (x - left) * width / resized_width."""
+
+    height: int
+    width: int
+    resized_height: int
+    resized_width: int
+    top: int
+    left: int
+
+    def to_image(self, boxes: np.ndarray) -> np.ndarray:
+        boxes = np.asarray(boxes, np.float32).reshape(-1, 4)
+        sx = np.float32(self.width / self.resized_width)
+        sy = np.float32(self.height / self.resized_height)
+        x = np.clip((boxes[:, 0::2] - np.float32(self.left)) * sx, 0, np.float32(self.width))
+        y = np.clip((boxes[:, 1::2] - np.float32(self.top)) * sy, 0, np.float32(self.height))
+        return np.stack([x[:, 0], y[:, 0], x[:, 1], y[:, 1]], axis=1).astype(np.float32)
+
+    def to_tensor(self, boxes: np.ndarray) -> np.ndarray:
+        """Boxes in image pixels -> tensor pixels (truth in original pixels, e.g. COCO, for evaluation)."""
+        boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
+        sx, sy = self.resized_width / self.width, self.resized_height / self.height
+        return np.stack([boxes[:, 0] * sx + self.left, boxes[:, 1] * sy + self.top,
+                         boxes[:, 2] * sx + self.left, boxes[:, 3] * sy + self.top], axis=1)
 
 
 def array_digest(arrays: Mapping[str, np.ndarray]) -> str:
@@ -476,7 +538,3 @@ def load_samples(path: Path, feed_names: Sequence[str], spec: PreprocessSpec | N
             raise DataError(f"input {name!r} from {path} contains NaN or Inf", "clean the data")
     return samples
 
-
-def write_preprocess(path: Path, spec: PreprocessSpec | None, feed_names: Sequence[str]) -> None:
-    payload = {"inputs": list(feed_names), "preprocess": spec.to_json() if spec else None}
-    path.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")

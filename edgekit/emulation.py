@@ -8,7 +8,9 @@ in parallel processes, with results cached by the .nb, the data, the runtime and
 CPU profile. Gates: a reduced precision within the same accuracy budget as tier B;
 FP32 within tier A's tolerances. The agreement between B and C says how far the
 simulation can be trusted. Without a runtime, emulator or cross compiler the report
-says tier C did not run and why; with `required` (CI) that is an error.
+says tier C did not run and why; with `required` (CI) that is an error. Tier C also
+counts the instructions one inference executes on every kernel path of the ABI
+(edgekit/costs.py): a deterministic cost figure for the manifest.
 """
 
 from __future__ import annotations
@@ -151,7 +153,8 @@ def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, dict]:
             metrics[engine][primary] if primary else None)
     summary = dict(emulator.describe(), ran=True, samples=count, of=len(evaluation), seconds=round(seconds, 3),
                    cached=cached, int8_kernels=_kernel_path(records), **_timing(records),
-                   agreement_with_b=_agreement(rec, subset, picks, outputs))
+                   agreement_with_b=_agreement(rec, subset, picks, outputs),
+                   instruction_counts=_instruction_counts(cfg, emulator, rec.device.nb_file, subset))
     notes = [] if count == len(evaluation) else [f"tier C ran {count} of {len(evaluation)} evaluation samples "
                                                  "([emulation] max_samples); its FP32 figure is on the same subset"]
     if metrics is not None and count != len(evaluation):
@@ -160,6 +163,26 @@ def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, dict]:
                                  extra={"C": {k: summary[k] for k in ("abi", "cpu_profile", "int8_kernels",
                                                                       "agreement_with_b", "samples")}})
     return report, summary
+
+
+def _instruction_counts(cfg: BuildConfig, emulator: Emulator, nb_file: Path, subset) -> dict:
+    """Guest instructions of one inference per kernel path (edgekit/costs.py); why not, when they cannot be counted."""
+    from . import costs
+    from .errors import EdgekitError
+
+    sample = {name: values[:1] for name, values in subset.inputs.items()}
+    folder = cfg.quant.cache_dir / "emulation" if cfg.quant.cache_dir is not None else None
+    try:
+        found = costs.measure(emulator, nb_file, sample, cache_folder=folder,
+                              profiles=costs.kernel_paths(emulator.abi, emulator.cpu))
+        if emulator.abi == "aarch64":   # the published table the estimate is fitted to is arm64
+            found["latency_estimate"] = costs.estimate(found["paths"], cfg.precision.value)
+        return found
+    except EdgekitError as exc:
+        if cfg.emulation.required:
+            raise
+        log.warning("instruction counts not recorded: %s", exc.message)
+        return {"ran": False, "reason": f"{exc.message} ({exc.hint})"}
 
 
 def _agreement(rec, subset, picks, outputs) -> dict | None:

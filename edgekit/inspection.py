@@ -77,6 +77,7 @@ def describe(path: Path) -> dict:
         + ("; " + ", ".join(f"{k} {v:.2f} %" for k, v in accuracy.items()) if accuracy else ""),
         f"  host twin: {twin.get('file', '-')} ({twin.get('bytes', 0) / 1024:.1f} KiB)",
         "  tier C: " + _emulation_line(m.get("emulation")),
+        *_count_lines(m.get("emulation")),
         f"  checksums: {'all ' + str(len(m['files'])) + ' files verify' if not problems else '; '.join(problems)}",
     ]
     found = {"bundle": str(path), "nb": info, "manifest": m, "problems": problems, "text": text}
@@ -147,19 +148,41 @@ def _emulation_line(emulation: dict | None) -> str:
             f"{get('int8_kernels')} INT8 kernels, {get('ms_per_sample_median')} ms/sample emulated)")
 
 
+def _count_lines(emulation: dict | None) -> list[str]:
+    """Tier C's instruction counts per kernel path (edgekit/costs.py), when it recorded them."""
+    counts = (emulation or {}).get("instruction_counts")
+    if not emulation or not emulation.get("ran") or not counts:
+        return []
+    if not counts.get("ran"):
+        return [f"  instruction counts: not recorded: {counts.get('reason')}"]
+    lines = ["  instruction counts per inference (deterministic; emulated ARM kernels):"]
+    for path, c in counts["paths"].items():
+        one = c["per_inference"]
+        dot = f", {one['dot_product']:,} dot-product" if one.get("dot_product") else ""
+        lines.append(f"    {path} ({c.get('kernel_path')} kernels): {one['total']:,} "
+                     f"({one['simd_fp'] / max(1, one['total']):.0%} SIMD/FP{dot}); first run {c['first_inference']:,}")
+    guess = counts.get("latency_estimate")
+    if guess:
+        lines.append("  latency estimate (from the counts, not a measurement; 1 thread): " + ", ".join(
+            f"{core} ~{e['ms']:g} ms (±{e['loo_error_pct']['median']:g} % median error)"
+            for core, e in guess["cores"].items()))
+    return lines
+
+
 def replay_golden(path: Path) -> tuple[list[str], bool]:
     """Run the golden inputs through the bundle's x86 twin and apply the FP32 gates from the manifest."""
+    from .contracts import Gates
     from .lite.runtime import LiteRunner
 
     bundle = locked(path, twin=True)
     m = bundle.manifest
-    gates = m["config"].get("gates", {})
-    if "twin_max_abs" not in gates or "twin_min_cosine" not in gates:
+    gates = Gates.of(m)
+    if gates.twin_max_abs is None or gates.twin_min_cosine is None:
         raise BundleError(f"{path}: the manifest's config.gates lacks twin_max_abs / twin_min_cosine",
                           "rebuild the bundle with `edgekit build`")
     feeds, reference, names = golden_vectors(bundle)
     twin = LiteRunner(path / m["host_twin"]["file"], list(feeds)).run(feeds)
-    tolerance = parity.Tolerance(gates["twin_max_abs"], gates["twin_min_cosine"])
+    tolerance = parity.Tolerance(gates.twin_max_abs, gates.twin_min_cosine)
     checks = tolerance.checks("A", "x86 twin .nb vs golden", parity.compare(reference, twin, names))
     lines = [f"replaying {m['golden']['count']} golden samples on {m['host_twin']['file']}"] + [c.line() for c in checks]
     return lines, all(c.passed for c in checks)
@@ -168,6 +191,7 @@ def replay_golden(path: Path) -> tuple[list[str], bool]:
 def replay_golden_emulated(path: Path, settings, timeout: float) -> tuple[list[str], bool]:
     """Run the golden inputs through model.nb itself under emulation; gates: the golden tolerances a device must meet."""
     from .config import InputSpec
+    from .contracts import ModelEntry
     from .emulation import Emulator
     from .tables import TARGETS, Target
 
@@ -179,7 +203,7 @@ def replay_golden_emulated(path: Path, settings, timeout: float) -> tuple[list[s
                           "use `edgekit parity BUNDLE` without --emulate")
     feeds, reference, names = golden_vectors(bundle)
     emulator = Emulator.prepare(abi, settings, timeout)
-    expect = [InputSpec(i["name"], tuple(i["shape"]), i["dtype"]) for i in m["model"]["inputs"]]
+    expect = [InputSpec(i.name, i.shape, i.dtype) for i in ModelEntry.of(m).inputs]
     outputs, records = emulator.run(bundle.nb_file, feeds, expect, jobs=1)
     checks = parity.golden_checks(m["golden"]["tolerances"], "C", f"{m['model']['target']} model.nb (emulated ARM) vs golden",
                                   parity.compare(reference, outputs, names))

@@ -60,6 +60,7 @@ def build_manifest(rec: BuildRecord) -> dict:
         "commands": [{"equivalent": list(lm.argv), "ran": list(lm.process_argv), "inputs_sha256": lm.inputs_sha256,
                       "seconds": round(lm.seconds, 3), "output": _relative(lm, device)} for lm in (device, twin)],
         "stages_seconds": dict(rec.timings),
+        "fp32_program_from": list(rec.writers_of("static")),   # the stages that made `model.source_ops`' program
         "data": _data(rec),
         "parity": rec.report.to_json(),
         "emulation": rec.emulation,

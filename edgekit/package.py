@@ -17,13 +17,12 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import hashlib
-import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from . import atomic, limits
+from . import atomic, contracts, limits
 from .artifacts import sha256_file
 from .bundle import MANIFEST
 from .errors import BundleError, ConfigError, SignatureError
@@ -32,7 +31,7 @@ SCHEMA = "edgekit.assets/1"
 INDEX = "assets.json"
 SIGNATURE = "assets.json.sig"      # optional Ed25519 signature over assets.json (docs/security.md)
 # what each model folder carries: the app needs these; the x86 twin and host reports stay behind
-MODEL_FILES = ("model.nb", "preprocess.json", "task.json", "labels.txt", "manifest.json")
+MODEL_FILES = ("model.nb", contracts.PREPROCESS, contracts.TASK, contracts.LABELS, contracts.MANIFEST)
 
 
 class Platform(str, enum.Enum):
@@ -118,7 +117,7 @@ def _copy_model(bundle, staging: Path) -> dict:
     return {"name": m["model"]["name"], "dir": m["model"]["name"], "task": task, "target": m["model"]["target"],
             "precision": m["model"]["precision"], "opt_version": m["model"]["opt_version"],
             "inputs": m["model"]["inputs"], "outputs": m["model"]["outputs"],
-            "bundle_manifest_sha256": sha256_file(bundle.path / "manifest.json")}
+            "bundle_manifest_sha256": sha256_file(bundle.path / contracts.MANIFEST)}
 
 
 def _file_table(root: Path) -> dict:
@@ -129,7 +128,8 @@ def _file_table(root: Path) -> dict:
 def verify_assets(folder: Path) -> list[str]:
     """The same checks an app's loader makes (minus the runtime version and the signature): problems, empty when it
     verifies."""
-    from .bundle import check_file_table, walk_files
+    from .bundle import walk_files
+    from .contracts import check_file_table
 
     try:
         index = limits.read_json(folder / INDEX, BundleError, "write the asset set again with `edgekit package`")
@@ -239,5 +239,5 @@ def verify_set(folder: Path, pubkey: Path | None = None) -> list[str]:
         raise BundleError(f"asset set {folder} does not verify: {problems[0]}"
                           + (f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""),
                           "write it again with `edgekit package`")
-    count = len(json.loads((folder / INDEX).read_text(encoding="utf-8"))["files"])
+    count = len(limits.read_json(folder / INDEX, BundleError, "write the asset set again with `edgekit package`")["files"])
     return [f"checksums: all {count} files verify", check_signature(folder, pubkey)]

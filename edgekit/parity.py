@@ -151,6 +151,73 @@ class Tolerance:
         return out
 
 
+# ---------------------------------------------------------------- transforms: the same program, rewritten
+
+
+@dataclass(frozen=True)
+class SameTolerance:
+    """How close a transformed program must stay to the one it replaces: max abs within `max_abs` x max(1, scale),
+    the scale being the output's largest |value| (`per_output`) or every output's (or `max_abs` itself when not
+    `scaled`); cosine >= `min_cosine` if given."""
+
+    max_abs: float
+    min_cosine: float | None = None
+    per_output: bool = True
+    scaled: bool = True
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    output: str
+    max_abs: float
+    cosine: float
+    max_abs_limit: float
+    passed: bool
+
+
+@dataclass(frozen=True)
+class SameCheck:
+    """The one result shape of every transform's check (fold, rewrite, export, engine cross-check)."""
+
+    what: str
+    samples: int
+    outputs: tuple[OutputCheck, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(o.passed for o in self.outputs)
+
+    @property
+    def worst_max_abs(self) -> float:
+        values = [o.max_abs for o in self.outputs]
+        return math.nan if any(math.isnan(v) for v in values) else max(values, default=0.0)
+
+    @property
+    def failure(self) -> OutputCheck | None:
+        return next((o for o in self.outputs if not o.passed), None)
+
+    def to_json(self) -> dict:
+        return {"what": self.what, "samples": self.samples, "outputs": [asdict(o) for o in self.outputs],
+                "passed": self.passed}
+
+
+def check_same(before: Sequence[np.ndarray], after: Sequence[np.ndarray], names: Sequence[str],
+               tolerance: SameTolerance, what: str) -> SameCheck:
+    """`after` (the transformed program's outputs) against `before` on the same inputs. Raises ParityError when the
+    outputs differ in count or shape (no tolerance applies); NaN or Inf fail their output."""
+    stats = differences(before, after, names)
+    overall = output_scale(before)
+    outputs = []
+    for s, ref in zip(stats, before):
+        scale = (output_scale([ref]) if tolerance.per_output else overall) if tolerance.scaled else 1.0
+        limit = tolerance.max_abs * max(1.0, scale)
+        ok = math.isfinite(s.max_abs) and s.max_abs <= limit and (
+            tolerance.min_cosine is None or s.cosine >= tolerance.min_cosine)
+        outputs.append(OutputCheck(s.output, s.max_abs, s.cosine, limit, bool(ok)))
+    samples = int(before[0].shape[0]) if before and before[0].ndim else 0
+    return SameCheck(what, samples, tuple(outputs))
+
+
 def golden_checks(tolerances: dict, tier: str, subject: str, stats: Sequence[OutputStats]) -> list[Check]:
     """What a device replaying the bundle's golden vectors must meet (golden.json's tolerances, set at build time
     from the host's own figures): a cosine floor per output, and a max abs ceiling for FP32 models."""

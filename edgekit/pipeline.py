@@ -1,16 +1,18 @@
 """`edgekit build`: declared stages, chained over one build record.
 
-Each stage is a function `BuildRecord -> BuildRecord` (`edgekit.stages`) with a
-declaration: the record fields it needs, the fields it provides, and when the build
-needs it at all (by model kind, precision, target, options). `plan` picks the stages
-a configuration needs and refuses an order in which a stage would run before what it
-needs is provided, before anything runs; `run_stages` runs them and times each.
-Adding a stage is one function plus one line in `STAGES`.
+Each stage is a function of the build record (`edgekit.stages`) that declares, on
+itself (`@declares(reads=..., writes=...)`), the record fields it reads and writes;
+`STAGES` adds when the build needs it at all (by model kind, precision, target,
+options) and names it after its function. `plan` picks the stages a configuration
+needs and refuses an order in which a stage would read what no earlier stage writes,
+before anything runs; `run_stages` hands each stage a `StageView` that enforces its
+declaration, keeps what it wrote, and times it. Adding a stage is one function plus one
+line in `STAGES`.
 
-    model in (inputs | load | import | load-pir) -> data -> export | export-paddle3 -> paddle3-reference -> prune
-    -> reference -> fold -> import-metric -> coverage
-    -> quantize | simulate -> lite -> twin -> parity (A) -> simulation (B) -> emulation (C)
-    -> gates -> prune-report -> package
+    model in (factory-inputs | load-exported | import-onnx | load-pir) -> read-data
+    -> export-factory | export-paddle3 -> paddle3-reference -> prune -> cross-check-reference -> fold-graph
+    -> import-metric -> coverage -> quantize-int8 | simulate-weights -> convert-target -> convert-twin
+    -> tier-a -> tier-b -> tier-c -> gates -> unpruned-int8 -> prune-report -> write-bundle
 """
 
 from __future__ import annotations
@@ -26,22 +28,17 @@ from typing import Callable, Sequence
 from . import atomic, stages
 from .bundle import Bundle
 from .config import BuildConfig, is_paddle3_source
-from .errors import BundleError, EdgekitError
+from .errors import BundleError
 from .parity import ParityReport
-from .record import BuildRecord
+from .record import GIVEN, BuildRecord, StageOrderError, StageOutput, StageView
 from .tables import PRECISIONS, TARGETS, Precision
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[str, str], None]   # (stage, "start" | "done")
+Observer = Callable[[str, frozenset, frozenset], None]   # (stage, fields it read, fields it wrote)
 STAGING_PREFIX = ".edgekit-staging-"
-GIVEN = ("cfg", "work", "staging")      # what every record starts with
-
-
-class StageOrderError(EdgekitError):
-    """A stage declared to need what no earlier stage provides: a bug in the declarations, caught before running."""
-
-    exit_code = 1
+__all__ = ["GIVEN", "STAGES", "Stage", "StageOrderError", "build", "plan", "run_stages"]
 
 
 def _always(cfg: BuildConfig) -> bool:
@@ -51,10 +48,22 @@ def _always(cfg: BuildConfig) -> bool:
 @dataclass(frozen=True)
 class Stage:
     name: str
-    run: Callable[[BuildRecord], BuildRecord]
-    needs: tuple[str, ...] = ()
-    provides: tuple[str, ...] = ()
+    run: Callable[[StageView], StageView]
+    needs: tuple[str, ...] = ()          # fields an earlier stage must have written
+    provides: tuple[str, ...] = ()       # fields it must write (not None afterwards)
     when: Callable[[BuildConfig], bool] = _always
+    reads: tuple[str, ...] = ()          # all it may read: needs + fields that may be absent (None)
+    writes: tuple[str, ...] = ()         # all it may write: provides + fields it may leave None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reads", tuple(dict.fromkeys(self.needs + self.reads)))
+        object.__setattr__(self, "writes", tuple(dict.fromkeys(self.provides + self.writes)))
+
+    @classmethod
+    def of(cls, run: Callable[[StageView], StageView], when: Callable[[BuildConfig], bool] = _always) -> "Stage":
+        """A stage function as a stage: named after it, needs and provides from its own declaration."""
+        reads, writes = run.declared
+        return cls(run.__name__.replace("_", "-"), run, reads.required, writes.required, when, reads.all, writes.all)
 
 
 # ---------------------------------------------------------------- when each stage is needed
@@ -112,35 +121,35 @@ def _emulable(cfg: BuildConfig) -> bool:
     return TARGETS[cfg.target].emulation is not None
 
 
+def _pruning_int8(cfg: BuildConfig) -> bool:
+    return _pruning(cfg) and _int8(cfg)
+
+
 STAGES: tuple[Stage, ...] = (
-    Stage("inputs", stages.factory_inputs, provides=("feeds",), when=_factory),
-    Stage("load", stages.load_exported, provides=("static", "feeds"), when=_exported),
-    Stage("import", stages.import_onnx, provides=("static", "feeds", "onnx_import"), when=_onnx),
-    Stage("load-pir", stages.load_pir, provides=("static", "feeds", "paddle3"), when=_pir),
-    Stage("data", stages.read_data, needs=("feeds",), provides=("evaluation",)),
-    Stage("export", stages.export_factory, needs=("feeds", "evaluation"), provides=("static",), when=_factory2),
-    Stage("export-paddle3", stages.export_paddle3, needs=("feeds", "evaluation"), provides=("static", "paddle3"),
-          when=_factory3),
-    Stage("paddle3-reference", stages.paddle3_reference, needs=("static", "evaluation", "paddle3"),
-          provides=("reference", "paddle3"), when=_paddle3),
-    Stage("prune", stages.prune, needs=("static", "evaluation"), provides=("static", "pruned"), when=_pruning),
-    Stage("reference", stages.cross_check_reference, needs=("static", "evaluation"), provides=("static",), when=_exported),
-    Stage("fold", stages.fold_graph, needs=("static", "evaluation"), provides=("static", "folding"), when=_folding),
-    Stage("import-metric", stages.import_metric, needs=("static", "evaluation", "onnx_import"),
-          provides=("onnx_import", "reference"), when=_onnx),
-    Stage("coverage", stages.coverage, needs=("static",)),
-    Stage("quantize", stages.quantize_int8, needs=("static", "evaluation", "calibration"),
-          provides=("quantized", "search", "reference"), when=_int8),
-    Stage("simulate", stages.simulate_weights, needs=("static",), provides=("quantized",), when=_weights_rounded),
-    Stage("lite", stages.convert_target, needs=("static", "evaluation"), provides=("device",)),
-    Stage("twin", stages.convert_twin, needs=("static", "evaluation", "device"), provides=("twin",)),
-    Stage("parity", stages.tier_a, needs=("static", "evaluation", "twin"), provides=("report", "reference")),
-    Stage("simulation", stages.tier_b, needs=("report", "quantized"), provides=("report", "simulated"), when=_simulated),
-    Stage("emulation", stages.tier_c, needs=("report", "device", "evaluation"), provides=("report", "emulation"),
-          when=_emulable),
-    Stage("gates", stages.gates, needs=("report",)),
-    Stage("prune-report", stages.prune_report, needs=("pruned", "report", "device"), when=_pruning),
-    Stage("package", stages.write_bundle, needs=("static", "evaluation", "report", "device", "twin"), provides=("bundle",)),
+    Stage.of(stages.factory_inputs, _factory),
+    Stage.of(stages.load_exported, _exported),
+    Stage.of(stages.import_onnx, _onnx),
+    Stage.of(stages.load_pir, _pir),
+    Stage.of(stages.read_data),
+    Stage.of(stages.export_factory, _factory2),
+    Stage.of(stages.export_paddle3, _factory3),
+    Stage.of(stages.paddle3_reference, _paddle3),
+    Stage.of(stages.prune, _pruning),
+    Stage.of(stages.cross_check_reference, _exported),
+    Stage.of(stages.fold_graph, _folding),
+    Stage.of(stages.import_metric, _onnx),
+    Stage.of(stages.coverage),
+    Stage.of(stages.quantize_int8, _int8),
+    Stage.of(stages.simulate_weights, _weights_rounded),
+    Stage.of(stages.convert_target),
+    Stage.of(stages.convert_twin),
+    Stage.of(stages.tier_a),
+    Stage.of(stages.tier_b, _simulated),
+    Stage.of(stages.tier_c, _emulable),
+    Stage.of(stages.gates),
+    Stage.of(stages.unpruned_int8, _pruning_int8),
+    Stage.of(stages.prune_report, _pruning),
+    Stage.of(stages.write_bundle),
 )
 
 
@@ -159,16 +168,24 @@ def plan(cfg: BuildConfig, declared: Sequence[Stage] = STAGES) -> tuple[Stage, .
     return chosen
 
 
-def run_stages(record: BuildRecord, chosen: Sequence[Stage], progress: Progress) -> BuildRecord:
+def run_stages(record: BuildRecord, chosen: Sequence[Stage], progress: Progress,
+               observe: Observer | None = None) -> BuildRecord:
+    """Each stage on a view of the record that enforces its declaration; what it wrote is kept in `history`."""
     for stage in chosen:
         progress(stage.name, "start")
         start = time.monotonic()
-        record = stage.run(record)
-        lacking = [name for name in stage.provides if getattr(record, name) is None]
+        view = StageView(record, stage.name, stage.reads, stage.writes)
+        done = stage.run(view)
+        after = done.record if isinstance(done, StageView) else done
+        lacking = [name for name in stage.provides if getattr(after, name) is None]
         if lacking:
             raise StageOrderError(f"stage {stage.name!r} did not provide {', '.join(lacking)}",
                                   "this is a bug in edgekit's stage declarations: please report it")
-        record = record.with_(timings={**record.timings, stage.name: round(time.monotonic() - start, 3)})
+        wrote = {name: getattr(after, name) for name in stage.writes if name in view.writes}
+        record = after.with_(timings={**after.timings, stage.name: round(time.monotonic() - start, 3)},
+                             history=after.history + (StageOutput(stage.name, wrote),))
+        if observe is not None:
+            observe(stage.name, frozenset(view.reads), frozenset(view.writes))
         progress(stage.name, "done")
     return record
 
@@ -182,7 +199,7 @@ class BuildResult:
     prune: object | None = None          # edgekit.prune.PruneReport when --prune was given
 
 
-def build(cfg: BuildConfig, progress: Progress = lambda stage, state: None) -> BuildResult:
+def build(cfg: BuildConfig, progress: Progress = lambda stage, state: None, observe: Observer | None = None) -> BuildResult:
     chosen = plan(cfg)
     try:
         cfg.out_dir.mkdir(parents=True, exist_ok=True)
@@ -193,7 +210,7 @@ def build(cfg: BuildConfig, progress: Progress = lambda stage, state: None) -> B
     # staging left by a killed process
     with atomic.staging_dir(cfg.out_dir, f"{STAGING_PREFIX}{os.getpid()}-") as work:
         (work / "bundle").mkdir()
-        done = run_stages(BuildRecord(cfg, work, work / "bundle"), chosen, progress)
+        done = run_stages(BuildRecord(cfg, work, work / "bundle"), chosen, progress, observe)
     return BuildResult(done.bundle, done.report, dict(done.timings), done.search.lines() if done.search else [],
                        done.pruned.report if done.pruned is not None else None)
 

@@ -12,9 +12,9 @@ model.nb on Paddle-Lite's ARM runtime under qemu through tier C's cached runner
 device does, so it is the default for such bundles when a runtime is configured; every
 result says which engine produced it.
 
-The OCR system chains three bundles as PaddleOCR does: the detector finds text boxes
-on the page (in model pixels, scaled back to the image), each box is cropped from the
-original image, the direction classifier turns crops it reads as upside down (label
+The OCR system chains three bundles as PaddleOCR does: the detector finds text quads
+on the page (in model pixels, scaled back to the image), each quad is warped upright out
+of the original image (`rotate_crop`, PaddleOCR's get_rotate_crop_image), the direction classifier turns crops it reads as upside down (label
 "180" with a score above `cls_thresh`), and the recogniser reads each crop.
 """
 
@@ -31,7 +31,7 @@ import numpy as np
 from .data import PreprocessSpec, decode_image
 from .errors import BundleError, ConfigError, DataError
 from .tables import TARGETS, Precision, Target
-from .tasks import Task, TaskKind, make_task
+from .tasks import Task, TaskKind
 
 CLS_THRESH = 0.9          # PaddleOCR's default: rotate a crop only when the classifier is this sure
 SAME_LINE_PIXELS = 10     # PaddleOCR's sorted_boxes: boxes whose tops differ by less are on one line
@@ -188,38 +188,29 @@ class BundleModel:
     def load(cls, path: Path, runner=None, engines: Engines | None = None) -> "BundleModel":
         """The verified bundle on `runner`, else on the engine `engines` picks for it (else its x86 twin); the ARM
         engine is prepared only once the bundle has verified."""
-        from . import limits
+        from .contracts import ModelEntry, PreprocessFile, TaskFile
         from .inspection import locked
 
         bundle = locked(path, twin=True)
-        task_file, spec_file = path / "task.json", path / "preprocess.json"
-        if not task_file.is_file():
+        task_file = TaskFile.read(path)
+        if task_file is None:
             raise BundleError(f"{path} has no task.json: it was built without labels or ground truth",
                               "rebuild with labelled evaluation data (or a truth file) so the bundle knows its task")
-        rebuild = "rebuild the bundle with `edgekit build`"
-        spec_json = limits.read_json(spec_file, BundleError, rebuild)
-        if not isinstance(spec_json, dict) or not isinstance(spec_json.get("preprocess", {}), (dict, type(None))):
-            raise BundleError(f"{spec_file} is not a preprocess.json (an object with a preprocess object or null)", rebuild)
-        raw = spec_json.get("preprocess")
-        if raw is None:
+        spec = PreprocessFile.read(path).spec
+        if spec is None:
             raise BundleError(f"{path} has no preprocessing spec (it was built from tensor data without [preprocess])",
                               "rebuild with a [preprocess] table so the bundle says how images become its input")
-        task_spec = limits.read_json(task_file, BundleError, rebuild)
-        if not isinstance(task_spec, dict) or not isinstance(task_spec.get("kind"), str) \
-                or not isinstance(task_spec.get("options", {}), dict):
-            raise BundleError(f"{task_file} is not a task.json (an object with a kind and an options object)", rebuild)
-        inputs = bundle.manifest["model"]["inputs"]
+        inputs = ModelEntry.of(bundle.manifest).inputs
         if len(inputs) != 1:
             raise BundleError(f"{path}: images feed single-input models; this one has {len(inputs)} inputs",
                               "run it on tensors instead (edgekit parity replays its golden vectors)")
-        feed = inputs[0]["name"]
-        spec = PreprocessSpec.from_mapping({k: v for k, v in raw.items() if k != "order"})
-        task = make_task(task_spec["kind"], task_spec.get("options", {}))
+        feed = inputs[0].name
+        task = task_file.task()
         if runner is not None:
             engine = Engine.of(bundle.manifest, EngineKind.twin)
         else:
             runner, engine = _start(path, bundle.manifest, feed, engines or Engines(EngineKind.twin, None))
-        return cls(path, spec, task, feed, runner, (inputs[0]["dtype"], tuple(inputs[0]["shape"])), engine)
+        return cls(path, spec, task, feed, runner, (inputs[0].dtype, inputs[0].shape), engine)
 
     @property
     def input_size(self) -> tuple[int, int]:
@@ -263,7 +254,12 @@ class BundleModel:
     def _in_image(self, result: object, image: np.ndarray) -> object:
         if self.task.kind is TaskKind.ocr_det:
             sx, sy = _det_scale(self, image)
-            result = [dict(r, box=_scaled(r["box"], sx, sy)) for r in result]
+            result = [dict(r, box=_scaled(r["box"], sx, sy), **({"quad": _scaled_quad(r["quad"], sx, sy)} if "quad" in r
+                                                                 else {})) for r in result]
+        if self.task.kind is TaskKind.detection:
+            result = self.task.in_image(result, self.spec.geometry(*image.shape[:2]))
+        if self.task.kind is TaskKind.segmentation:
+            result = self.task.in_image(result, self.spec, *image.shape[:2])
         return result
 
 
@@ -292,6 +288,10 @@ def _scaled(box: Sequence[float], sx: float, sy: float) -> list[float]:
     return [round(box[0] * sx, 2), round(box[1] * sy, 2), round(box[2] * sx, 2), round(box[3] * sy, 2)]
 
 
+def _scaled_quad(quad: Sequence[Sequence[float]], sx: float, sy: float) -> list[list[float]]:
+    return [[round(x * sx, 2), round(y * sy, 2)] for x, y in quad]
+
+
 def sort_boxes(boxes: Sequence[Sequence[float]]) -> list[int]:
     """Reading order, as PaddleOCR's sorted_boxes: by top then left; neighbours less than 10 px apart in height
     are one line, ordered left to right. Returns indices into `boxes`."""
@@ -318,6 +318,53 @@ def crop(image: np.ndarray, box: Sequence[float]) -> np.ndarray:
     return image[y0:y1, x0:x1]
 
 
+def _square_to_quad(quad: np.ndarray) -> tuple[float, ...]:
+    """The projective map (a, b, c, d, e, f, g, h) taking the unit square's corners (0,0), (1,0), (1,1), (0,1) to
+    the quad's (Heckbert's closed form): x = (a s + b t + c) / (g s + h t + 1), y = (d s + e t + f) / (...)."""
+    (x0, y0), (x1, y1), (x2, y2), (x3, y3) = (tuple(float(v) for v in p) for p in quad)
+    sx, sy = x0 - x1 + x2 - x3, y0 - y1 + y2 - y3
+    if sx == 0.0 and sy == 0.0:
+        return x1 - x0, x2 - x1, x0, y1 - y0, y2 - y1, y0, 0.0, 0.0
+    dx1, dx2, dy1, dy2 = x1 - x2, x3 - x2, y1 - y2, y3 - y2
+    den = dx1 * dy2 - dx2 * dy1
+    if den == 0.0:
+        return x1 - x0, x3 - x0, x0, y1 - y0, y3 - y0, y0, 0.0, 0.0
+    g, h = (sx * dy2 - dx2 * sy) / den, (dx1 * sy - sx * dy1) / den
+    return x1 - x0 + g * x1, x3 - x0 + h * x3, x0, y1 - y0 + g * y1, y3 - y0 + h * y3, y0, g, h
+
+
+def rotate_crop(image: np.ndarray, quad: Sequence[Sequence[float]]) -> np.ndarray:
+    """PaddleOCR's get_rotate_crop_image: the quad (top-left, top-right, bottom-right, bottom-left) warped to an
+    upright crop as wide as its longer top/bottom edge and as high as its longer side edge (int()), sampled
+    bilinearly with replicated borders, rounded; turned 90 degrees counter-clockwise when height / width >= 1.5.
+    native/app/src/ocr.cc repeats it in the same float64 steps."""
+    pts = np.asarray(quad, np.float64).reshape(4, 2)
+    norm = lambda a, b: math.sqrt((a[0] - b[0]) * (a[0] - b[0]) + (a[1] - b[1]) * (a[1] - b[1]))  # noqa: E731
+    width = int(max(norm(pts[0], pts[1]), norm(pts[2], pts[3])))
+    height = int(max(norm(pts[0], pts[3]), norm(pts[1], pts[2])))
+    if width < 1 or height < 1:
+        return image[:0, :0]
+    a, b, c, d, e, f, g, h = _square_to_quad(pts)
+    s = (np.arange(width, dtype=np.float64) / width)[None, :]
+    t = (np.arange(height, dtype=np.float64) / height)[:, None]
+    w = g * s + h * t + 1.0
+    x = (a * s + b * t + c) / w
+    y = (d * s + e * t + f) / w
+    rows, cols = image.shape[:2]
+    x0, y0 = np.floor(x), np.floor(y)
+    fx, fy = (x - x0)[..., None], (y - y0)[..., None]
+    xa, xb = np.clip(x0, 0, cols - 1).astype(np.intp), np.clip(x0 + 1, 0, cols - 1).astype(np.intp)
+    ya, yb = np.clip(y0, 0, rows - 1).astype(np.intp), np.clip(y0 + 1, 0, rows - 1).astype(np.intp)
+    src = image.reshape(rows, cols, -1).astype(np.float64)
+    top = src[ya, xa] * (1.0 - fx) + src[ya, xb] * fx
+    bottom = src[yb, xa] * (1.0 - fx) + src[yb, xb] * fx
+    out = np.clip(np.floor(top * (1.0 - fy) + bottom * fy + 0.5), 0, 255).astype(np.uint8).reshape(
+        (height, width) + image.shape[2:])
+    if height / width >= 1.5:
+        out = np.rot90(out)
+    return np.ascontiguousarray(out)
+
+
 def ocr_system(image: np.ndarray, det: BundleModel, rec: BundleModel, cls: BundleModel | None = None,
                cls_thresh: float = CLS_THRESH) -> list[dict]:
     """Text lines of a page: box (image pixels), text and confidence, direction when a classifier is given."""
@@ -329,10 +376,12 @@ def ocr_system(image: np.ndarray, det: BundleModel, rec: BundleModel, cls: Bundl
     boxes = [r["box"] for r in found]
     lines, pieces = [], []
     for index in sort_boxes(boxes):
-        piece = crop(image, boxes[index])
+        quad = found[index].get("quad")
+        piece = rotate_crop(image, quad) if quad is not None else crop(image, boxes[index])
         if piece.shape[0] < 1 or piece.shape[1] < 1:
             continue
-        lines.append({"box": boxes[index], "det_score": found[index]["score"]})
+        lines.append({"box": boxes[index], **({"quad": quad} if quad is not None else {}),
+                      "det_score": found[index]["score"]})
         pieces.append(piece)
     if not pieces:
         return lines

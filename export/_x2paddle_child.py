@@ -24,6 +24,36 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+def _shape_inference_stop(onnx_path: str) -> dict | None:
+    """The node at which X2Paddle's own symbolic shape inference gave up, and why; None if it ran through.
+
+    X2Paddle swallows that exception (it prints "[WARNING] Incomplete symbolic shape inference") and goes on
+    with ONNX's plain shape inference, which loses every dim computed at run time: the usual reason why a
+    later op sees [-1, -1, ...]. Measured here so the error can name it.
+    """
+    try:
+        import onnx
+        from x2paddle.decoder.onnx_shape_inference import SymbolicShapeInference
+
+        model = onnx.load(onnx_path)
+        inference = SymbolicShapeInference(2**31 - 1, False, False, 0)
+        inference._preprocess(model, input_shapes={})
+        seen = []
+        for op, handler in list(inference.dispatcher_.items()):
+            inference.dispatcher_[op] = lambda node, handler=handler: (seen.append(node), handler(node))
+        while inference.run_:
+            inference._infer_impl(model)
+    except Exception as exc:  # the very exception X2Paddle swallowed (an AssertionError for opset-13 Squeeze)
+        if not seen:
+            return None
+        node = seen[-1]
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+        return {"op": node.op_type, "node": node.name, "inputs": len([i for i in node.input if i]),
+                "error": f"{type(exc).__name__} {_last_line(str(exc))}".strip(), "where": where}
+    return None
+
+
 def main(argv: list[str]) -> int:
     request = json.loads(argv[0])
     save_dir = request["save_dir"]
@@ -45,6 +75,9 @@ def main(argv: list[str]) -> int:
         if isinstance(exc, SyntaxError):   # generated code that does not compile: show the offending line
             error["code_line"] = (exc.text or "").strip()
         traceback.print_exc()
+        stop = _shape_inference_stop(request["onnx"])
+        if stop:
+            error["shape_inference_stop"] = stop
         emit_error(error)
         return 1
     model = os.path.join(save_dir, "inference_model", "model.pdmodel")

@@ -11,7 +11,7 @@ import numpy as np
 from edgekit.artifacts import StaticModel
 from edgekit.config import InputSpec, ModelConfig
 from edgekit.errors import ExportError, InputModelError, ParityError
-from edgekit.parity import differences, worst_max_abs
+from edgekit.parity import SameTolerance, check_same
 from edgekit.imports import import_callable
 
 from . import program as prog
@@ -155,11 +155,13 @@ def export_layer(layer, inputs: Sequence[InputSpec], out_dir: Path, samples: Map
         raise ExportError(f"the dynamic model returns {len(dyn_outs)} outputs, the exported program {len(static_outs)}",
                           "return a tensor or a flat tuple of tensors from forward()")
     try:
-        worst = worst_max_abs(differences(dyn_outs, static_outs, [f"output {i}" for i in range(len(dyn_outs))]))
+        found = check_same(dyn_outs, static_outs, [f"output {i}" for i in range(len(dyn_outs))],
+                           SameTolerance(EXPORT_MAX_ABS, scaled=False), f"exported {what} vs dynamic model")
     except ParityError as exc:
         raise ExportError(f"the exported {what} does not match the dynamic model: {exc.message}",
                           "return the same tensors from forward() in eval mode as when traced") from exc
-    if not np.isfinite(worst) or worst > EXPORT_MAX_ABS:
+    worst = found.worst_max_abs
+    if not found.passed:
         raise ExportError(f"the exported {what} differs from the dynamic model by {worst:.3g} (limit {EXPORT_MAX_ABS:g})",
                           "check for layers that behave differently in eval mode or when traced")
     count = int(len(next(iter(samples.values()))))

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from edgekit.artifacts import StaticModel
-from edgekit.parity import differences, output_scale
+from edgekit.parity import SameTolerance, check_same
 
 from . import program as prog
 
@@ -307,10 +307,5 @@ def check(model: StaticModel, folded: StaticModel, samples: dict[str, np.ndarray
 
     before = StaticRunner(model).run(samples)
     after = StaticRunner(folded).run(samples)
-    outputs = []
-    for name, stats, ref in zip(model.fetches, differences(before, after, model.fetches), before):
-        limit = FOLD_MAX_ABS * max(1.0, output_scale([ref]))
-        outputs.append({"output": name, "max_abs": stats.max_abs, "cosine": stats.cosine, "max_abs_limit": limit,
-                        "passed": bool(stats.max_abs <= limit and stats.cosine >= FOLD_MIN_COSINE)})
-    first = next(iter(samples.values()))
-    return {"samples": int(first.shape[0]), "outputs": outputs, "passed": all(o["passed"] for o in outputs)}
+    return check_same(before, after, model.fetches, SameTolerance(FOLD_MAX_ABS, FOLD_MIN_COSINE), "folded vs unfolded"
+                      ).to_json()

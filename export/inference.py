@@ -11,7 +11,7 @@ import numpy as np
 from edgekit.artifacts import StaticModel
 from edgekit.config import InputSpec, ModelConfig
 from edgekit.errors import InputModelError, ParityError
-from edgekit.parity import differences, output_scale, worst_max_abs
+from edgekit.parity import SameTolerance, check_same
 
 from . import legacy3
 from . import program as prog
@@ -88,11 +88,13 @@ def cross_check(model: StaticModel, samples: dict[str, np.ndarray]) -> StaticMod
     ours = StaticRunner(model).run(samples)
     theirs = run_paddle_inference(model, samples)
     try:
-        worst = worst_max_abs(differences(ours, theirs, model.fetches))
+        found = check_same(ours, theirs, model.fetches, SameTolerance(ENGINE_AGREEMENT, per_output=False),
+                           "paddle.static.Executor vs Paddle Inference")
     except ParityError as exc:
         raise InputModelError(f"the static executor and Paddle Inference disagree on this model: {exc.message}",
                               "the reference cannot be trusted: report the model; try re-exporting it with Paddle 2.6") from exc
-    if not np.isfinite(worst) or worst > ENGINE_AGREEMENT * max(1.0, output_scale(ours)):
+    worst = found.worst_max_abs
+    if not found.passed:
         raise InputModelError(f"the static executor and Paddle Inference disagree on this model by {worst:.3g}",
                               "the reference cannot be trusted: report the model; try re-exporting it with Paddle 2.6")
     log.info("reference check: Executor vs Paddle Inference (no IR passes) max abs %.3g", worst)

@@ -15,6 +15,9 @@ everything downstream of it is untouched:
     CastLike(x, like)     -> Cast(x; to = like's type)
     Softmax / LogSoftmax  -> the axis written out (X2Paddle defaults to 1, ONNX 13+ to -1); below
                              opset 13, where ONNX softmaxes the flattened tail, Flatten -> op -> Reshape
+    Squeeze / Unsqueeze   -> (opset 13+, constant axes) Reshape to a constant shape, 0 copying a dynamic dim:
+                             X2Paddle's own shape inference asserts one input and stops (simplify.py)
+    Split                 -> (opset 13+, constant uneven split) one Slice per output
 
 Then a graph above opset 15 is converted down to 15: X2Paddle would otherwise apply its
 opset-15 rules to newer nodes, e.g. read an opset-18 ReduceMean, whose axes are an input,
@@ -40,14 +43,14 @@ import numpy as np
 
 from edgekit.errors import ExportError, InputModelError
 
-from . import onnxrt
+from . import onnxrt, simplify
 
 X2PADDLE_MAX_OPSET = 15            # X2Paddle 1.6.0's newest rules; newer graphs are converted down to them
 X2PADDLE_MIN_OPSET = 7
 REWRITE_MAX_ABS = 1e-5             # times max(1, largest |output|), per rewritten output
 
 # Every ONNX op X2Paddle 1.6.0 has a mapper for (OpSet15's methods, directly_map_ops and
-# elementwise_ops); tests/unit/test_legalize.py reads the installed X2Paddle to keep it true.
+# elementwise_ops); tests/e2e/test_onnx_import.py reads the installed X2Paddle to keep it true.
 X2PADDLE_OPS = frozenset("""
 Abs Add And ArgMax AveragePool BatchNormalization Cast Ceil Clip Concat Constant ConstantOfShape Conv ConvTranspose
 Cos CumSum DepthToSpace Div Elu Equal Erf Exp Expand Flatten Floor Gather GatherElements GatherND Gemm
@@ -160,16 +163,28 @@ class _Context:
         import onnx
 
         try:
-            inferred = onnx.shape_inference.infer_shapes(model)
+            inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)   # dims through Shape -> Reshape
         except Exception:     # shape inference is an aid here; rewrites that need it refuse without it
             inferred = model
-        self.types = {}
+        self.types, self.shapes = {}, {}
         for vi in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output):
             t = vi.type.tensor_type
             rank = len(t.shape.dim) if t.HasField("shape") else None
             self.types[vi.name] = (t.elem_type or None, rank)
+            if rank is not None:
+                self.shapes[vi.name] = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else -1
+                                        for d in t.shape.dim]
         for init in inferred.graph.initializer:
             self.types[init.name] = (init.data_type, len(init.dims))
+        self.constants = _constant_values(model)
+
+    def dims(self, name: str) -> list[int] | None:
+        """The tensor's dims from shape inference (-1 unknown), None when even its rank is unknown."""
+        return self.shapes.get(name)
+
+    def constant(self, name: str) -> list[int] | None:
+        value = self.constants.get(name)
+        return None if value is None else [int(v) for v in np.asarray(value).ravel()]
 
     def rank(self, name: str) -> int | None:
         return self.types.get(name, (None, None))[1]
@@ -296,6 +311,41 @@ def _softmax(node, b: _Builder, ctx: _Context) -> bool:
     return True
 
 
+def _squeeze(node, b: _Builder, ctx: _Context) -> bool:
+    """Squeeze/Unsqueeze with a constant axes input (opset 13+) -> Reshape to a constant shape (simplify.py says why)."""
+    if b.opset < 13 or len(node.input) < 2 or not node.input[1]:
+        return False                  # axes as an attribute (opset < 13) or none: X2Paddle reads it
+    x, y = node.input[0], node.output[0]
+    axes, dims = ctx.constant(node.input[1]), ctx.dims(x)
+    target = None
+    if axes is not None and dims is not None:
+        target = simplify.reshape_target(dims, simplify.squeeze_dims(dims, axes, node.op_type))
+    if target is None:
+        why = "its axes are computed at run time" if axes is None else f"the input's dims {dims} leave the shape open"
+        b.notes.append(f"{node.op_type} at {_where(node)} kept with its axes input ({why}): X2Paddle's shape inference "
+                       "stops there, so shapes after it may be unknown to X2Paddle")
+        return False
+    b.add("Reshape", [x, b.const(y + "_shape", target, np.int64)], y, output=y)
+    return True
+
+
+def _split(node, b: _Builder, ctx: _Context) -> bool:
+    """Split with a constant, uneven split input (opset 13+) -> one Slice per output."""
+    if b.opset < 13 or len(node.input) < 2 or not node.input[1]:
+        return False
+    sizes = ctx.constant(node.input[1])
+    if sizes is None or len(set(sizes)) <= 1:
+        return False                  # an even split is what X2Paddle's shape inference assumes
+    axis = int(_attr(node, "axis", 0))
+    x = node.input[0]
+    for out, (start, end) in zip(node.output, simplify.split_bounds(sizes)):
+        if not out:
+            continue
+        b.add("Slice", [x, b.const(out + "_start", [start], np.int64), b.const(out + "_end", [end], np.int64),
+                        b.const(out + "_axis", [axis], np.int64)], out, output=out)
+    return True
+
+
 REWRITES = {r.op: r for r in [
     Rewrite("HardSwish", "x * HardSigmoid(x; alpha=1/6, beta=0.5)", _hardswish),
     Rewrite("LayerNormalization", "(x - mean) / sqrt(var + eps) * scale + bias, with ReduceMean over the normalised axes",
@@ -309,6 +359,9 @@ REWRITES = {r.op: r for r in [
     Rewrite("Softmax", "axis written out (X2Paddle's default is 1, ONNX 13+'s is -1); opset < 13 with a non-last axis: "
             "Flatten(axis) -> Softmax(1) -> Reshape(Shape(x))", _softmax),
     Rewrite("LogSoftmax", "as Softmax", _softmax),
+    Rewrite("Squeeze", "opset 13+ with constant axes: Reshape(x, constant shape; 0 copies a dynamic dim)", _squeeze),
+    Rewrite("Unsqueeze", "opset 13+ with constant axes: Reshape(x, constant shape; 0 copies a dynamic dim)", _squeeze),
+    Rewrite("Split", "opset 13+ with a constant uneven split: one Slice(start, end, axis) per output", _split),
 ]}
 
 

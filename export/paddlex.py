@@ -469,7 +469,7 @@ def _db(args: Mapping, where: str, notes: list[str]) -> tuple[dict, list[str]]:
             continue
         if DB_PADDLEX_ONLY.get(key, object()) != value:
             notes.append(f"{where}.{key} {value}: edgekit's DB post-process does not use it "
-                         "(axis-aligned boxes, mean score of the box)")
+                         "(PaddleOCR's quad boxes, score_mode fast, no dilation, max_candidates 1000)")
     return task, []
 
 

@@ -27,10 +27,10 @@ from typing import Mapping, Protocol, Sequence
 
 import numpy as np
 
-from edgekit import proc
+from edgekit import contracts, proc
 from edgekit.artifacts import sha256_file
 from edgekit.atomic import publish_dir, staging_dir
-from edgekit.errors import ConfigError, DataError, EdgekitError, EmulationUnavailable, InputModelError, ToolError
+from edgekit.errors import ConfigError, EdgekitError, EmulationUnavailable, ToolError
 from edgekit.tables import CPU_PROFILES, CpuProfile
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,6 @@ NATIVE_DIR = Path(__file__).resolve().parents[1] / "native"
 BUILD_TYPE = "MinSizeRel"   # the compute is in Lite; -Os builds twice as fast as -O3
 CACHE_KEEP = 3              # cached builds kept per ABI (older keys are removed)
 PRUNE_AFTER_SECONDS = 3600  # never remove a build younger than this: a concurrent process may be using it
-RECORD_SCHEMA = "edgekit.runner/1"
 NOT_BUILD_INPUTS = (".md", ".sh")   # native/'s README and install-deps.sh change no binary
 
 
@@ -72,16 +71,7 @@ ABIS: dict[Abi, AbiSpec] = {
 ELF_MACHINES = {0x03: "x86 (32-bit)", 0x28: "32-bit ARM", 0x3E: "x86-64", 0xB7: "AArch64"}
 
 
-# edgekit-lite-run's exit codes (native/README.md) -> the error a caller gets.
-RUNNER_ERRORS: dict[int, type[EdgekitError]] = {
-    1: ToolError,          # internal error in the runner
-    2: ToolError,          # usage: edgekit built a bad command line
-    3: InputModelError,    # unreadable, truncated or foreign .nb; Lite could not load it
-    4: InputModelError,    # the .nb's opt version differs from the runtime's
-    5: DataError,          # input count, names, shapes or dtypes do not fit the model
-    6: ToolError,          # Lite failed while running
-    7: ToolError,          # outputs or record could not be written
-}
+RUNNER_ERRORS: dict[int, type[EdgekitError]] = contracts.runner_errors()   # the runner's exit code -> its error
 
 
 @dataclass(frozen=True)
@@ -112,6 +102,7 @@ class RunnerResult:
     record: dict                       # the runner's JSON record (schema edgekit.runner/1)
     argv: tuple[str, ...]
     process: proc.ProcessRecord
+    counts: object = None              # lite.icount.InstructionCounts, with run_runner(..., icount_plugin=...)
 
 
 class InputSpecLike(Protocol):
@@ -313,8 +304,7 @@ def _raise_for(done: proc.ProcessRecord, record: dict | None, what: str, profile
     else:
         message, hint = (record or {}).get("error"), (record or {}).get("fix") or ""
         if not message:   # no record: the runner's one stderr line
-            line = next((ln for ln in reversed(done.stderr.splitlines()) if ln.startswith("edgekit-lite-run: error:")), "")
-            message, _, hint = line[len("edgekit-lite-run: error: "):].partition("; ")
+            message, hint = contracts.runner_error_line(done.stderr)
         cls = RUNNER_ERRORS.get(done.returncode, ToolError)
         error = cls(f"{what}: {message or done.tail(3) or f'exit {done.returncode}'}", hint)
     error.exit_status = done.returncode       # the runner's own code (negative: signal)
@@ -325,7 +315,7 @@ def _raise_for(done: proc.ProcessRecord, record: dict | None, what: str, profile
 def run_runner(build: NativeBuild, runtime: LiteRuntime, nb_file: Path, feeds: Mapping[str, np.ndarray], *,
                expect: Sequence[InputSpecLike] = (), threads: int = 1, batch: int = 1, warmup: int = 0,
                repeat: int = 0, power_mode: str = "no_bind", cpu_profile: str | CpuProfile = "default", timeout: float = 600,
-               workdir: Path | None = None) -> RunnerResult:
+               workdir: Path | None = None, icount_plugin: Path | None = None) -> RunnerResult:
     """Run `nb_file` on `feeds` (name -> array, samples first) under emulation; outputs in output order.
 
     Raises the error type of the runner's exit code (RUNNER_ERRORS) with its one-line
@@ -341,22 +331,32 @@ def run_runner(build: NativeBuild, runtime: LiteRuntime, nb_file: Path, feeds: M
         np.savez(inputs, **{name: np.ascontiguousarray(a, dtype=np.asarray(a).dtype.newbyteorder("<"))
                             for name, a in feeds.items()})
         out = work / "out"
-        argv = emulator_argv(build.abi, runtime, cpu_profile, shim=build.shim) + [
+        prefix = emulator_argv(build.abi, runtime, cpu_profile, shim=build.shim)
+        if icount_plugin is not None:   # lite/icount.py: qemu counts every inference's instructions
+            if "," in f"{icount_plugin}{work}":
+                raise ConfigError(f"qemu cannot load a plugin or write its file on a path with a comma ({icount_plugin}, "
+                                  f"{work})", "use cache and working folders without commas")
+            prefix[1:1] = ["-plugin", f"{icount_plugin},out={work / 'icount.json'}"]
+            prefix[0] = shutil.which(prefix[0]) or prefix[0]    # run with an empty environment (lite/icount.py)
+        argv = prefix + [
             str(build.runner), "--model", str(Path(nb_file).absolute()), "--inputs", str(inputs), "--out", str(out),
             "--threads", str(threads), "--batch", str(batch), "--warmup", str(warmup), "--repeat", str(repeat),
             "--power-mode", power_mode]
         for spec in expect:
             argv += ["--expect", f"{spec.name}:{'x'.join(str(d) for d in spec.shape)}:{spec.dtype}"]
         what = f"edgekit-lite-run ({build.abi.value}, {Path(nb_file).name})"
-        done = proc.run(argv, timeout=timeout, what=what)
-        record_file = out / "record.json"
-        record = json.loads(record_file.read_text()) if record_file.is_file() else None
+        done = proc.run(argv, timeout=timeout, what=what, env={} if icount_plugin is not None else None)
+        record = contracts.read_runner_record(out)
         if done.returncode != 0:
             _raise_for(done, record, what, cpu_profile)
-        if record is None or record.get("schema") != RECORD_SCHEMA:
-            raise ToolError(f"{what} exited 0 without a {RECORD_SCHEMA} record", "rebuild native/ (stale build?)")
+        if not contracts.runner_finished(record):
+            raise ToolError(f"{what} exited 0 without a {contracts.RUNNER_SCHEMA} record", "rebuild native/ (stale build?)")
         outputs = tuple(np.array(np.load(o["file"]), copy=True) for o in record["outputs"])
-        return RunnerResult(outputs, record, tuple(argv), done)
+        counts = None
+        if icount_plugin is not None:
+            from .icount import read_counts
+            counts = read_counts(work / "icount.json", record, what)
+        return RunnerResult(outputs, record, tuple(argv), done, counts)
 
 
 def runtime_version(build: NativeBuild, runtime: LiteRuntime, *, timeout: float = 120) -> str:

@@ -24,7 +24,7 @@ from edgekit.artifacts import StaticModel
 from edgekit.errors import ConversionError
 from edgekit.export import program as prog
 from edgekit.export.runner import StaticRunner
-from edgekit.parity import differences, worst_max_abs
+from edgekit.parity import SameTolerance, check_same
 
 REWRITE_MAX_ABS = 1e-6
 
@@ -156,11 +156,11 @@ def _publish(data: bytes, op_types: tuple[str, ...], model: StaticModel, out_dir
 def _check(model: StaticModel, rewritten: StaticModel, samples: dict[str, np.ndarray], what: str) -> float:
     before = StaticRunner(model).run(samples)
     after = StaticRunner(rewritten).run(samples)
-    worst = worst_max_abs(differences(before, after, model.fetches))
-    if not np.isfinite(worst) or worst > REWRITE_MAX_ABS * max(1.0, float(max(np.abs(b).max() for b in before if b.size))):
-        raise ConversionError(f"{what} changed the outputs by {worst:.3g}",
+    found = check_same(before, after, model.fetches, SameTolerance(REWRITE_MAX_ABS, per_output=False), what)
+    if not found.passed:
+        raise ConversionError(f"{what} changed the outputs by {found.worst_max_abs:.3g}",
                               "report the model with this message: it cannot be converted safely")
-    return worst
+    return found.worst_max_abs
 
 
 def constant_pad_value(model: StaticModel, out_dir: Path,

@@ -6,7 +6,9 @@
 # libsodium, which checks the Ed25519 signatures of asset sets in the app core (host
 # builds; docs/security.md); a JDK with JUnit 4, which the Android JNI bridge's host
 # test uses; and clang with libFuzzer (compiler-rt), which builds native/fuzz/
-# (tests/native/test_sanitizers.py).
+# (tests/native/test_sanitizers.py); Clipper (libpolyclipping-dev, 6.4.2 = pyclipper's), for the
+# host and, as Debian multiarch packages, for arm64 and armhf (the DB unclip in the core); the host C
+# compiler for the instruction-counting QEMU plugin (native/plugin/).
 #   all present                     -> exit 0, silently
 #   missing, root with apt-get      -> install them quietly (Debian/Ubuntu packages)
 #   missing otherwise               -> print the apt-get line to run, exit 1
@@ -17,6 +19,7 @@ declare -A PACKAGE=(
     [aarch64-linux-gnu-g++]=g++-aarch64-linux-gnu
     [arm-linux-gnueabihf-g++]=g++-arm-linux-gnueabihf
     [qemu-aarch64]=qemu-user
+    [cc]=gcc
     [qemu-arm]=qemu-user
     [cmake]=cmake
     [ninja]=ninja-build
@@ -29,16 +32,21 @@ declare -A PACKAGE=(
     [/usr/share/java/junit4.jar]=junit4
     [clang++]=clang
     [libFuzzer]=libclang-rt-14-dev
+    [/usr/include/polyclipping/clipper.hpp]=libpolyclipping-dev
+    [/usr/lib/aarch64-linux-gnu/libpolyclipping.so]=libpolyclipping-dev:arm64
+    [/usr/lib/arm-linux-gnueabihf/libpolyclipping.so]=libpolyclipping-dev:armhf
 )
-ALL="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user cmake ninja-build openssh-client openssh-server libstb-dev libsodium-dev openjdk-17-jdk-headless junit4 clang libclang-rt-14-dev"
+ALL="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user gcc cmake ninja-build openssh-client openssh-server libstb-dev libsodium-dev openjdk-17-jdk-headless junit4 clang libclang-rt-14-dev libpolyclipping-dev libpolyclipping-dev:arm64 libpolyclipping-dev:armhf"
 
 missing_commands() {
     local cmd
-    for cmd in aarch64-linux-gnu-g++ arm-linux-gnueabihf-g++ qemu-aarch64 qemu-arm cmake ninja ssh scp javac clang++; do
+    for cmd in aarch64-linux-gnu-g++ arm-linux-gnueabihf-g++ qemu-aarch64 qemu-arm cc cmake ninja ssh scp javac clang++; do
         command -v "$cmd" >/dev/null 2>&1 || printf '%s\n' "$cmd"
     done
     local file
-    for file in /usr/sbin/sshd /usr/include/stb/stb_image.h /usr/include/sodium.h /usr/share/java/junit4.jar; do   # files, not commands
+    for file in /usr/sbin/sshd /usr/include/stb/stb_image.h /usr/include/sodium.h /usr/share/java/junit4.jar \
+                /usr/include/polyclipping/clipper.hpp /usr/lib/aarch64-linux-gnu/libpolyclipping.so \
+                /usr/lib/arm-linux-gnueabihf/libpolyclipping.so; do   # files, not commands
         [[ -e "$file" ]] || printf '%s\n' "$file"
     done
     # libFuzzer's runtime sits in a clang-version folder: any version will do
@@ -56,6 +64,8 @@ if [[ "$(id -u)" -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
     say "installing $packages (missing: $(echo $missing))"
     export DEBIAN_FRONTEND=noninteractive
     log="$(mktemp)"
+    # Clipper for the cross builds comes from Debian's multiarch packages (12 small packages, no host upgrades)
+    case "$packages" in *:arm64*|*:armhf*) dpkg --add-architecture arm64; dpkg --add-architecture armhf ;; esac
     if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends $packages; } >"$log" 2>&1; then
         tail -n 20 "$log" >&2
         rm -f "$log"

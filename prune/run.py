@@ -9,11 +9,10 @@ Written to a staging folder and renamed into place, like a bundle.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
-from edgekit import atomic
+from edgekit import atomic, contracts
 from edgekit.artifacts import StaticModel, sha256_file
 from edgekit.config import BuildConfig
 from edgekit.evalset import evaluation_set
@@ -65,7 +64,7 @@ def prune_to_folder(cfg: BuildConfig, prune_cfg: PruneConfig) -> tuple[Path, Pru
                     "config": dict(cfg.to_json(), prune=prune_cfg.to_json()),
                     "inputs": [{"name": f.name, "shape": list(f.shape), "dtype": f.dtype} for f in pruned.model.feeds],
                     "outputs": list(pruned.model.fetches), "report": pruned.report.to_json()}
-        (staging / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        contracts.write_json(staging / contracts.MANIFEST, manifest)   # a pruned-model folder's own schema
         try:
             atomic.publish_dir(staging, destination)
         except OSError as exc:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 
-from edgekit import atomic
+from edgekit import atomic, executors
 from edgekit.artifacts import QuantizedModel, StaticModel, sha256_file
 from edgekit.config import CALIBRATION_ALGOS, QuantConfig
 from edgekit.data import Samples
@@ -34,7 +34,7 @@ from edgekit.evalset import EvalSet
 
 from . import ptq
 from .sensitivity import (SENSITIVITY_METHODS, Budget, Evaluator, Fallback, LayerSensitivity, QuantLayer, Score,
-                          analyse, fallback, max_float_layers, quantizable_layers)
+                          analyse, fallback, max_float_layers, quantizable_layers, sensitivity_skips)
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,7 @@ CACHE_FORMAT = "edgekit-ptq-cache/1"
 SEARCH_ONLY_FIELDS = frozenset({"algo", "search_algos", "max_drop", "fallback", "max_float_fraction", "analyse_layers",
                                 "sensitivity_method", "sensitivity_samples", "cache_dir"})
 ENTRY = "entry.json"
+CALIBRATION_MEMORY_MB = 1536      # what one calibration task holds, for sizing a pool (PP-OCR rec measured ~1.2 GB)
 
 Quantize = Callable[..., QuantizedModel]     # the signature of ptq.quantize_int8
 
@@ -325,6 +326,15 @@ class QuantSearchResult:
         }
 
 
+def calibrate_and_score(model: StaticModel, samples: Samples, cfg: QuantConfig, scratch: Path, cache: Path | None,
+                        quantize: Quantize, algo: str, skip: tuple[str, ...], judge: Evaluator) -> tuple[Score, bool, int]:
+    """One candidate on a worker: calibrate into the shared scratch/cache (as the search itself would), then score.
+    Returns (score, reused, calibrations run)."""
+    calibrator = Calibrator(model, samples, cfg, scratch, cache, quantize)
+    calibrated = calibrator(algo, skip)
+    return judge.score(calibrated.quantized.model), calibrated.reused, calibrator.calibrations
+
+
 def choose(candidates: Sequence[Candidate], budget: Budget) -> Candidate:
     """The best candidate that meets the budget (else the best one): least drop, then least error, then first."""
     pool = [c for c in candidates if c.holds] or list(candidates)
@@ -333,8 +343,14 @@ def choose(candidates: Sequence[Candidate], budget: Budget) -> Candidate:
 
 def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: QuantConfig,
                        plan: SearchPlan, work_dir: Path, cache_dir: Path | None = None,
-                       quantize: Quantize = ptq.quantize_int8, evaluator: Evaluator | None = None) -> QuantSearchResult:
+                       quantize: Quantize = ptq.quantize_int8, evaluator: Evaluator | None = None,
+                       executor: executors.Executor | None = None) -> QuantSearchResult:
     """INT8 of `model` that meets `plan.budget` on `evaluation`, or the best found (check `.holds`).
+
+    `executor` (default: EDGEKIT_EXECUTOR, else serial) calibrates the independent candidates ahead: the
+    algorithms, then the per-layer sensitivity runs. The search then walks them in the same order as a serial
+    run and chooses by the same rule, so the choice does not depend on where they ran; the fallback loop, each
+    step depending on the last, stays in this process.
 
     `evaluator` (default: output agreement with `model` on `evaluation`) judges candidates; one
     made with the task and its truth scores them in the task's primary metric, which a points
@@ -348,15 +364,51 @@ def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Sam
                           "give evaluation data with labels or a truth file of that task, or budget the output cosine")
     calibrate = Calibrator(model, calibration, cfg, work_dir / "calibrations", cache_dir, quantize)
     scores = ScoreStore(cache_dir)
+    own = executor is None
+    executor = executors.from_environment(memory_mb=CALIBRATION_MEMORY_MB) if own else executor
+    try:
+        return _search(model, calibration, evaluation, cfg, plan, quantize, evaluator, calibrate, scores, executor)
+    finally:
+        if own:
+            executor.close()
+
+
+def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: QuantConfig, plan: SearchPlan,
+            quantize: Quantize, evaluator: Evaluator, calibrate: Calibrator, scores: ScoreStore,
+            executor: executors.Executor) -> QuantSearchResult:
+    ahead: dict[str, tuple[Score, bool]] = {}      # score key -> (score, reused), calibrated on the executor
 
     judges = {id(evaluator): evaluator.digest()}
     candidates: list[Candidate] = []
+
+    def prefetch(wanted: Sequence[tuple[str, tuple[str, ...]]], judge: Evaluator) -> None:
+        """Calibrate and score the (algo, float list) candidates not known yet on the executor, all at once."""
+        if isinstance(executor, executors.SerialExecutor):
+            return                                  # in order, in this process: exactly the loop below
+        keys, tasks = [], []
+        for algo, skip in wanted:
+            key = score_key(calibrate.key(algo, skip), judges[id(judge)])
+            if key in ahead or key in keys or scores.get(key) is not None:
+                continue
+            keys.append(key)
+            tasks.append(executors.Task(calibrate_and_score, (model, calibration, cfg, calibrate.scratch, calibrate.cache,
+                                                              quantize, algo, tuple(skip), judge),
+                                        executors.Resources(cpus=1, memory_mb=CALIBRATION_MEMORY_MB)))
+        for key, outcome in zip(keys, executor.run(tasks)):
+            if not outcome.ok:
+                raise outcome.error               # as the same calibration would fail in this process
+            score, reused, ran = outcome.value
+            ahead[key] = (score, reused)
+            calibrate.calibrations += ran
 
     def run(algo: str, skip: tuple[str, ...], purpose: str, judge: Evaluator) -> Candidate:
         start = time.monotonic()
         key = score_key(calibrate.key(algo, skip), judges[id(judge)])
         score, reused = scores.get(key), True
-        if score is None:
+        if score is None and key in ahead:
+            score, reused = ahead.pop(key)
+            scores.put(key, score)
+        elif score is None:
             calibrated = calibrate(algo, skip)
             score, reused = judge.score(calibrated.quantized.model), calibrated.reused
             scores.put(key, score)
@@ -368,6 +420,7 @@ def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Sam
                  score.cosine, " (cached)" if reused else "")
         return candidate
 
+    prefetch([(algo, ()) for algo in plan.algos], evaluator)
     best = choose([run(algo, (), "algorithm", evaluator) for algo in plan.algos], plan.budget)
     layers = quantizable_layers(model)
     controllable = [layer for layer in layers if layer.key]
@@ -383,6 +436,7 @@ def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Sam
             ranker = evaluator.spread(plan.sensitivity_samples)
             judges[id(ranker)] = ranker.digest()
         full = best.score if ranker is evaluator else run(best.algo, (), "sensitivity", ranker).score
+        prefetch([(best.algo, skip) for skip in sensitivity_skips(layers, plan.method)], ranker)
         sensitivity = analyse(layers, lambda skip: run(best.algo, skip, "sensitivity", ranker).score, full, plan.method)
     if need_fallback:
         result_fallback = fallback([s.layer.key for s in sensitivity],

@@ -169,14 +169,33 @@ def _static_runner(model: StaticModel):
 Evaluate = Callable[[tuple[str, ...]], Score]      # skip list -> score of the model quantised with it
 
 
+def _alone_skip(layer: QuantLayer, keys: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(k for k in keys if k != layer.key)
+
+
+def _all_but_skip(layer: QuantLayer, keys: tuple[str, ...]) -> tuple[str, ...]:
+    return (layer.key,)
+
+
 def _alone(layer: QuantLayer, keys: tuple[str, ...], evaluate: Evaluate, full: Score) -> tuple[Score, float]:
-    score = evaluate(tuple(k for k in keys if k != layer.key))
+    score = evaluate(_alone_skip(layer, keys))
     return score, score.error
 
 
 def _all_but(layer: QuantLayer, keys: tuple[str, ...], evaluate: Evaluate, full: Score) -> tuple[Score, float]:
-    score = evaluate((layer.key,))
+    score = evaluate(_all_but_skip(layer, keys))
     return score, full.error - score.error
+
+
+_SKIPS = {"alone": _alone_skip, "all-but": _all_but_skip}
+
+
+def sensitivity_skips(layers: Sequence[QuantLayer], method: str = "alone") -> list[tuple[str, ...]]:
+    """The float lists `analyse` will evaluate, one per skippable layer in program order: independent runs, which
+    the search calibrates ahead on its executor."""
+    controllable = [layer for layer in layers if layer.key]
+    keys = tuple(layer.key for layer in controllable)
+    return [_SKIPS[method](layer, keys) for layer in controllable]
 
 
 # method -> (what is measured, how) ; the value ranks layers: higher = more sensitive

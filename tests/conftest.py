@@ -38,3 +38,25 @@ def lite_arm() -> Path:
     except (EmulationUnavailable, ConfigError) as exc:
         unavailable(f"{exc.message} ({exc.hint})")
     return Path(root)
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_starts_no_process(request, monkeypatch):
+    """The fast tier (`-m "not e2e and not native"`) starts no tool: a test that starts a process is marked e2e or
+    native (or lives in tests/e2e, tests/native, tests/apps)."""
+    if request.node.get_closest_marker("e2e") or request.node.get_closest_marker("native"):
+        return
+    import subprocess
+
+    import platform
+
+    import numpy.testing  # noqa: F401  (its first import runs lscpu: a library's probe, not a tool the test starts)
+
+    platform.platform()   # caches uname -p the same way
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{request.node.nodeid} started a process in the fast tier: mark it e2e or native")
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
+    monkeypatch.setattr(os, "fork", refuse)
+    monkeypatch.setattr(os, "posix_spawn", refuse)

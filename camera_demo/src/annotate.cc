@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "frame_source.h"
+#include "overlay.h"
 
 namespace camera_demo {
 namespace {
@@ -35,11 +36,15 @@ std::vector<Rect> boxes_of(const std::string& json) {
 
 }  // namespace
 
-void save_annotated(const ek_image& image, const std::string& result_json, const std::string& dir, long index) {
+void save_annotated(const ek_image& image, const std::string& result_json, const std::string& dir, long index,
+                    double min_score) {
   const int channels = image.format == EK_PIXEL_GRAY ? 1 : (image.format == EK_PIXEL_BGR || image.format == EK_PIXEL_RGB) ? 3 : 4;
   const std::size_t stride = image.stride ? static_cast<std::size_t>(image.stride) : static_cast<std::size_t>(image.width) * channels;
-  const std::vector<Rect> boxes = boxes_of(result_json);
-  const bool gray = channels == 1 && boxes.empty();
+  const bool detection = result_json.find("\"task\":\"detection\"") != std::string::npos;
+  const bool segmentation = result_json.find("\"task\":\"segmentation\"") != std::string::npos;
+  // detections are drawn by overlay.cc (class colours, labels, the score floor); OCR boxes in red here
+  const std::vector<Rect> boxes = detection ? std::vector<Rect>() : boxes_of(result_json);
+  const bool gray = channels == 1 && boxes.empty() && !detection && !segmentation;
   const int out_channels = gray ? 1 : 3;
   std::vector<unsigned char> rgb(static_cast<std::size_t>(image.width) * image.height * out_channels);
   const bool bgr_order = image.format == EK_PIXEL_BGR || image.format == EK_PIXEL_BGRA;
@@ -64,6 +69,12 @@ void save_annotated(const ek_image& image, const std::string& result_json, const
     unsigned char* dst = &rgb[(static_cast<std::size_t>(y) * image.width + x) * 3];
     dst[0] = 255, dst[1] = 0, dst[2] = 0;
   };
+  if (detection || segmentation) {
+    Canvas canvas{image.width, image.height, std::move(rgb)};
+    if (segmentation) draw_mask(canvas, mask_of(result_json, image.width, image.height));
+    if (detection) draw_detections(canvas, detections_of(result_json), min_score);
+    rgb = std::move(canvas.rgb);
+  }
   for (const Rect& r : boxes) {
     for (int t = 0; t < 2; ++t) {
       for (int x = r.x0; x <= r.x1; ++x) paint(x, r.y0 + t), paint(x, r.y1 - t);

@@ -34,11 +34,14 @@ const char* kUsage =
     "  --ocr                    detect -> classify direction -> recognise (ek_ocr)\n"
     "  --frames N               stop after N frames (cameras run until stopped otherwise)\n"
     "  --threads N              Paddle-Lite threads per model (default 1)\n"
-    "  --save DIR               write each frame as DIR/frame_<n>.ppm with detected boxes drawn\n"
+    "  --save DIR               write each frame as DIR/frame_<n>.ppm with detected boxes (labels, scores)\n"
+    "                           or the segmentation mask drawn\n"
+    "  --min-score S            --save draws detections scoring >= S (default 0.5; the JSON has them all)\n"
     "Output: one JSON object per frame on stdout; a summary on stderr.\n";
 
 struct Options {
   std::string assets, images, video, yuyv, model, save;
+  double min_score = 0.5;
   bool ocr = false, selftest = false, camera = false;
   long frames = -1;
   int threads = 1;
@@ -76,6 +79,7 @@ Options parse(int argc, char** argv) {
     else if (flag == "--frames") o.frames = std::strtol(value().c_str(), nullptr, 10);
     else if (flag == "--threads") o.threads = std::atoi(value().c_str());
     else if (flag == "--save") o.save = value();
+    else if (flag == "--min-score") o.min_score = std::strtod(value().c_str(), nullptr);
     else usage_error("unknown argument " + flag);
   }
   if (o.assets.empty()) usage_error("--assets is required");
@@ -184,7 +188,7 @@ int run(const Options& given) {
                 json_string(frame.origin).c_str(), frame.image.width, frame.image.height, number(frame.capture_ms).c_str(),
                 number(frame_ms).c_str(), result.c_str() + 1);
     std::fflush(stdout);
-    if (!o.save.empty()) save_annotated(frame.image, result, o.save, count);
+    if (!o.save.empty()) save_annotated(frame.image, result, o.save, count, o.min_score);
     capture += frame.capture_ms, pre += t.preprocess_ms, infer += t.inference_ms, post += t.postprocess_ms;
     total += frame_ms;
     ++count;

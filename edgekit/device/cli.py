@@ -6,7 +6,6 @@ cv2 or matplotlib, so everything else is imported inside the commands.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import List, Optional
 
@@ -71,6 +70,7 @@ def test_command(
     Exit codes: 0 all passed; 9 a golden, determinism or accuracy check failed; 15 a confirmed latency regression on a
     real device; 10 a bundle does not verify; 3 version lock; 14 a device problem (unreachable, wrong ABI, disk full,
     runner killed); 2 bad options."""
+    from ..contracts import lite_arm_root
     from ..errors import ConfigError
     from . import reports
     from .baseline import Policy
@@ -83,10 +83,10 @@ def test_command(
         if not sep or not name.isidentifier():
             raise ConfigError(f"--runner-env {item!r} is not NAME=VALUE", "e.g. --runner-env GLOG_v=3")
         env.append((name, value))
-    root = lite_arm or (Path(os.environ["EDGEKIT_LITE_ARM"]) if os.environ.get("EDGEKIT_LITE_ARM") else None)
+    root = lite_arm_root(lite_arm)
     cfg = SuiteConfig(
         bundles=tuple(b.expanduser().absolute() for b in bundles), devices=tuple(parse_device(d) for d in devices),
-        lite_arm=root.expanduser().absolute() if root else None, launches=launches, warmup=warmup, iterations=iterations,
+        lite_arm=root, launches=launches, warmup=warmup, iterations=iterations,
         threads=threads, eval_data=eval_data.expanduser().absolute() if eval_data else None, eval_samples=eval_samples,
         baseline=baseline, baseline_dir=baseline_dir, update_baseline=update_baseline,
         policy=Policy(slowdown_pct, slowdown_ms, noise_k, max_cv, max_thermal_rise), runner_env=tuple(env),

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Mapping, Sequence
 
+from ..tables import TARGETS
+
 # The thermal zones every Linux kernel exposes (millidegrees); a SoC has several, the hottest counts.
 TEMPERATURE_SCRIPT = "cat /sys/class/thermal/thermal_zone*/temp 2>/dev/null"
 GOVERNOR_FILE = "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"
@@ -50,7 +52,7 @@ LINUX_MACHINES: dict[str, tuple[str, ...]] = {
     "aarch64": ("aarch64",), "arm64": ("aarch64",), "armv8l": ("armhf",), "armv7l": ("armhf",), "armv7": ("armhf",),
 }
 # Android ABI names -> runner ABIs (the runner itself must be an NDK build there: see docs/device-suite.md)
-ANDROID_ABIS = {"arm64-v8a": "aarch64", "armeabi-v7a": "armhf"}
+ANDROID_ABIS = {info.abi: info.emulation for info in TARGETS.values() if info.emulation is not None}
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,13 @@ Per ABI: the runtime from EDGEKIT_LITE_ARM and the runner cross-built against it
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
+from ..contracts import ModelEntry
 from ..errors import BundleError, ConfigError, DataError, EdgekitError, InputModelError
 
 
@@ -125,7 +125,7 @@ def prepare(index: int, path: Path, runtimes: dict[str, Runtime], lite_arm: Path
             "version lock")
     feeds, reference, names = golden_vectors(bundle)
     golden = m["golden"]
-    expect = tuple(f"{i['name']}:{'x'.join(str(d) for d in i['shape'])}:{i['dtype']}" for i in m["model"]["inputs"])
+    expect = tuple(i.text for i in ModelEntry.of(m).inputs)
     evaluation = None
     if eval_data is not None:
         try:
@@ -140,29 +140,28 @@ def prepare(index: int, path: Path, runtimes: dict[str, Runtime], lite_arm: Path
 def load_eval(path: Path, manifest: Mapping, data: Path, count: int):
     """`data` read as the bundle reads images (preprocess.json) and scored in its task (task.json), `count` samples
     spread over it. Needs ground truth: class folders / a .npz `labels` array, or a truth file beside the data."""
-    from ..data import PreprocessSpec, load_samples
+    from ..contracts import PreprocessFile, TaskFile
+    from ..data import load_samples
     from ..evalset import EvalSet
-    from ..tasks import find_truth, make_task
+    from ..tasks import find_truth
 
-    task_file, spec_file = path / "task.json", path / "preprocess.json"
-    if not task_file.is_file():
+    task_file = TaskFile.read(path)
+    if task_file is None:
         raise BundleError(f"{path} has no task.json, so --eval has no metric to compute",
                           "rebuild the bundle with labelled evaluation data")
-    task_spec = json.loads(task_file.read_text(encoding="utf-8"))
-    raw = json.loads(spec_file.read_text(encoding="utf-8")).get("preprocess") if spec_file.is_file() else None
-    spec = PreprocessSpec.from_mapping({k: v for k, v in raw.items() if k != "order"}) if raw else None
-    inputs = manifest["model"]["inputs"]
-    labels = task_spec.get("options", {}).get("labels")
-    samples = load_samples(data, [i["name"] for i in inputs], spec, labels)
+    spec = PreprocessFile.read(path).spec
+    inputs = ModelEntry.of(manifest).inputs
+    labels = task_file.options.get("labels")
+    samples = load_samples(data, [i.name for i in inputs], spec, labels)
     for declared in inputs:
-        got = samples.inputs[declared["name"]]
-        want = declared["shape"]
+        got = samples.inputs[declared.name]
+        want = list(declared.shape)
         if got.ndim != len(want) or any(w != -1 and w != g for w, g in zip(want[1:], got.shape[1:])):
-            raise DataError(f"--eval {data}: input {declared['name']!r} has samples of shape {list(got.shape[1:])}, "
+            raise DataError(f"--eval {data}: input {declared.name!r} has samples of shape {list(got.shape[1:])}, "
                             f"the bundle's model wants {want[1:]}", "give data the bundle's preprocessing turns into that")
-    samples = type(samples)({i["name"]: samples.inputs[i["name"]].astype(i["dtype"], copy=False) for i in inputs},
+    samples = type(samples)({i.name: samples.inputs[i.name].astype(i.dtype, copy=False) for i in inputs},
                             samples.labels, samples.files, samples.source)
-    task = make_task(task_spec["kind"], task_spec.get("options", {}))
+    task = task_file.task()
     stored = find_truth(data, len(samples))
     if stored is not None:
         evaluation = EvalSet(samples, task, tuple(stored.values))

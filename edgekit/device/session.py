@@ -15,7 +15,6 @@ the runner's last (provisional) record, so the result shows where it stopped.
 from __future__ import annotations
 
 import hashlib
-import json
 import shutil
 import signal
 import tempfile
@@ -25,12 +24,12 @@ from typing import Sequence
 
 import numpy as np
 
+from .. import contracts
 from ..errors import ConfigError, DataError, DeviceError, EdgekitError, InputModelError
 from .facts import DeviceFacts
 from .preflight import Prepared, Runtime
 from .transports import NO_SPACE, DeviceSpec, Transport
 
-RECORD_SCHEMA = "edgekit.runner/1"
 RECORD_KEYS = ("status", "phase", "exit_code", "error", "runtime_version", "load_ms", "first_run_ms", "pass_ms",
                "warmup_ms", "iteration_ms", "peak_rss_kb", "cpu", "notes", "threads", "batch")
 
@@ -117,11 +116,8 @@ class DeviceSession:
         local = self.scratch / f"b{p.index}" / label
         local.mkdir(parents=True, exist_ok=True)
         record = None
-        if self.transport.pull([f"{folder}/{label}/record.json"], local):
-            try:
-                record = json.loads((local / "record.json").read_text(encoding="utf-8"))
-            except ValueError:
-                record = None
+        if self.transport.pull([f"{folder}/{label}/{contracts.RUNNER_RECORD}"], local):
+            record = contracts.read_runner_record(local)
         if done.returncode == 0 and (record or {}).get("status") == "error":
             done = replace(done, returncode=int(record.get("exit_code") or 1))   # an adb that loses exit codes
         if done.returncode != 0:
@@ -129,7 +125,7 @@ class DeviceSession:
             error.launch = {"label": label, "failed": True, "exit_status": done.returncode,
                             "seconds": round(done.seconds, 3), "record": {k: (record or {}).get(k) for k in RECORD_KEYS}}
             raise error
-        if record is None or record.get("schema") != RECORD_SCHEMA or record.get("status") != "ok":
+        if not contracts.runner_finished(record) or record.get("status") != "ok":
             state = f"status {record.get('status')} in {record.get('phase')}" if record else "no record"
             raise DeviceError(f"{self.spec.label}: the runner ended {label} without a finished record ({state})",
                               "killed without an exit status, or a runner of another edgekit version: rerun, or "
@@ -174,9 +170,8 @@ def runner_failure(spec: DeviceSpec, done, record: dict | None, label: str) -> E
         return DeviceError(f"{spec.label}: the runner could not start on the device (exit {code}: {done.tail(1)})", hint)
     if code == 125:
         return DeviceError(f"{spec.label}: the suite's folder vanished from the device", "something cleaned it; rerun")
-    message = (record or {}).get("error") or next(
-        (ln.split("error: ", 1)[1] for ln in reversed(done.stderr.splitlines()) if "edgekit-lite-run: error:" in ln),
-        done.tail(2) or f"exit {code}")
+    message = (record or {}).get("error") or "; ".join(filter(None, contracts.runner_error_line(done.stderr))) \
+        or done.tail(2) or f"exit {code}"
     if NO_SPACE in message + done.stderr:
         return DeviceError(f"{spec.label}: the device's disk is full: the runner could not write its outputs ({label})",
                            "free space on the device and rerun")

@@ -34,10 +34,11 @@ from urllib.parse import parse_qsl
 
 from .. import proc
 from ..errors import ConfigError, DeviceError, ToolError
+from ..tables import TARGETS
 from . import facts as facts_mod
 from .facts import DeviceFacts
 
-ABIS = ("aarch64", "armhf")
+ABIS = tuple(info.emulation for info in TARGETS.values() if info.emulation is not None)   # the runner's ABIs
 NO_SPACE = "No space left on device"
 CONNECT_TIMEOUT = 10        # seconds ssh waits for a connection
 PROBE_TIMEOUT = 60          # seconds for a facts script or a small shell command

@@ -14,7 +14,8 @@ script does the torch side the way edgekit's importer (X2Paddle 1.6) reads best:
   PyTorch's own outputs on `eval.npz` (`scores`), so the bundle can be checked
   against PyTorch itself, not only against ONNX Runtime.
 
-Without `--factory` it exports a small seeded CNN (`demo_net`). The random inputs
+`--samples-from FILE.npz` (arrays `calib` and `eval`) writes those preprocessed samples instead of
+random ones, with PyTorch's outputs on `eval`. Without `--factory` it exports a small seeded CNN (`demo_net`). The random inputs
 written here only check the conversion: calibrate INT8 with real, preprocessed
 samples of your data (`--calib`), as for any edgekit build.
 """
@@ -61,7 +62,8 @@ def _inputs(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     return (rng.standard_normal(shape) * 0.5 + offsets).astype(np.float32)
 
 
-def export(out: Path, model, shape: tuple[int, ...], samples: int, seed: int = 0, opset: int = 13) -> dict:
+def export(out: Path, model, shape: tuple[int, ...], samples: int, seed: int = 0, opset: int = 13,
+           given: Path | None = None) -> dict:
     import torch
 
     out.mkdir(parents=True, exist_ok=True)
@@ -77,6 +79,10 @@ def export(out: Path, model, shape: tuple[int, ...], samples: int, seed: int = 0
         torch.onnx.export(model, (example,), str(out / "model.onnx"), **options)
     per_sample = (samples, *shape[1:])
     calib, evaluation = _inputs(rng, per_sample), _inputs(rng, per_sample)
+    if given is not None:                     # real, preprocessed samples: `calib` and `eval` arrays of one .npz
+        with np.load(given) as loaded:
+            calib, evaluation = loaded["calib"].astype(np.float32), loaded["eval"].astype(np.float32)
+        samples = len(evaluation)
     np.savez(out / "calib.npz", x=calib)
     np.savez(out / "eval.npz", x=evaluation)
     with torch.no_grad():
@@ -93,6 +99,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--samples", type=int, default=64, help="random samples per .npz (default 64)")
     parser.add_argument("--opset", type=int, default=13, help="ONNX opset (default 13; edgekit legalises 14+ ops "
                         "such as HardSwish, LayerNormalization and Gelu for X2Paddle)")
+    parser.add_argument("--samples-from", type=Path, help=".npz with `calib` and `eval` arrays of preprocessed "
+                        "samples to write instead of random ones (PyTorch's outputs on `eval` go to eval_torch.npz)")
     args = parser.parse_args(argv)
     try:
         shape = tuple(int(d) for d in args.shape.lower().split("x"))
@@ -101,7 +109,7 @@ def main(argv: list[str]) -> int:
     if args.samples < shape[0] or args.samples % shape[0]:
         parser.error(f"--samples {args.samples} must be a multiple of the batch size {shape[0]}")
     model = _factory(args.factory)() if args.factory else demo_net()
-    print(export(args.out, model, shape, args.samples, opset=args.opset))
+    print(export(args.out, model, shape, args.samples, opset=args.opset, given=args.samples_from))
     return 0
 
 

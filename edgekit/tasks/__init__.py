@@ -17,7 +17,9 @@ from edgekit.errors import ConfigError
 
 from .base import Task, TaskKind
 from .classification import Classification
+from .detection import Detection
 from .ocr import OcrCls, OcrDet, OcrRec
+from .segmentation import Segmentation
 from .truth import Truth, find_truth, read_truth, truth_file, write_truth
 
 
@@ -32,6 +34,8 @@ TASKS: dict[TaskKind, TaskInfo] = {
     TaskKind.ocr_det: TaskInfo(OcrDet, ("hmean", "precision", "recall")),
     TaskKind.ocr_rec: TaskInfo(OcrRec, ("exact_match", "char_accuracy")),
     TaskKind.ocr_cls: TaskInfo(OcrCls, ("accuracy",)),
+    TaskKind.detection: TaskInfo(Detection, ("map50", "map", "map_small", "map_medium", "map_large", "f1")),
+    TaskKind.segmentation: TaskInfo(Segmentation, ("miou", "pixel_accuracy")),
 }
 
 
@@ -51,9 +55,11 @@ def make_task(kind: TaskKind | str | None, options: Mapping[str, Any] | None = N
 __all__ = [
     "TASKS",
     "Classification",
+    "Detection",
     "OcrCls",
     "OcrDet",
     "OcrRec",
+    "Segmentation",
     "Task",
     "TaskInfo",
     "TaskKind",

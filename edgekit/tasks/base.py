@@ -22,6 +22,8 @@ class TaskKind(str, enum.Enum):
     ocr_det = "ocr_det"
     ocr_rec = "ocr_rec"
     ocr_cls = "ocr_cls"
+    detection = "detection"
+    segmentation = "segmentation"
 
 
 class Task(abc.ABC):

@@ -1,12 +1,11 @@
 """PP-OCR tasks: text detection (DB), text recognition (CTC) and the text direction classifier.
 
 Post-processing follows PaddleOCR's (`ppocr/postprocess/db_postprocess.py`,
-`rec_postprocess.py`, `cls_postprocess.py`) with one simplification: boxes are
-axis-aligned. For an axis-aligned rectangle, PaddleOCR's unclip (a pyclipper
-offset by area * ratio / perimeter) is the same rectangle grown by that distance
-on every side, so no polygon library is needed. Metrics follow PaddleOCR's
-`DetMetric` (one-to-one matching at IoU >= 0.5, corpus-level precision/recall)
-and `RecMetric` (spaces ignored; character accuracy = 1 - edit distance /
+`rec_postprocess.py`, `cls_postprocess.py`); detection is edgekit/tasks/db.py (rotated
+quads: contours, minimum-area rectangles, box score, Clipper unclip). Metrics follow
+PaddleOCR's `DetMetric` (one-to-one matching at polygon IoU >= 0.5, corpus-level
+precision/recall; truth boxes are [x0, y0, x1, y1] rectangles or 4-corner quads) and
+`RecMetric` (spaces ignored; character accuracy = 1 - edit distance /
 max(len(prediction), len(truth))), in percent.
 """
 
@@ -22,6 +21,7 @@ from edgekit.data import PreprocessSpec
 from edgekit.errors import ConfigError, DataError
 
 from .base import Task, TaskKind, check_count, check_options, first_output, number_option, percent
+from .db import SCORE_MODES, DbParams, Quad, db_quads, quad_bounds
 
 Box = tuple[float, float, float, float]          # x0, y0, x1, y1 in pixels (x1, y1 exclusive)
 OCR_MEAN = 0.5                                   # all three PP-OCR models: RGB / 255, (x - 0.5) / 0.5
@@ -54,35 +54,33 @@ def line_tensor(image_bgr: np.ndarray, height: int, width: int) -> np.ndarray:
 # --- detection ------------------------------------------------------------------------------------
 
 def db_boxes(prob: np.ndarray, thresh: float = 0.3, box_thresh: float = 0.6, unclip_ratio: float = 1.5,
-             min_size: int = 3, max_candidates: int = 1000) -> list[tuple[Box, float]]:
-    """DB post-process of one probability map (HxW): ((x0, y0, x1, y1), score) per text region, raster order."""
-    import cv2
-
-    height, width = prob.shape
-    bitmap = (prob > thresh).astype(np.uint8)
-    _, _, stats, _ = cv2.connectedComponentsWithStats(bitmap, connectivity=8)
-    boxes = []
-    for x, y, w, h, _area in stats[1:max_candidates + 1]:      # row 0 is the background
-        if min(w, h) < min_size:
-            continue
-        score = float(prob[y:y + h, x:x + w].mean())             # PaddleOCR's box_score_fast on the box
-        if score < box_thresh:
-            continue
-        grow = w * h * unclip_ratio / (2.0 * (w + h))            # the unclip distance of a w x h rectangle
-        x0, y0 = max(0.0, x - grow), max(0.0, y - grow)
-        x1, y1 = min(float(width), x + w + grow), min(float(height), y + h + grow)
-        if min(x1 - x0, y1 - y0) < min_size + 2:
-            continue
-        boxes.append(((round(x0, 2), round(y0, 2), round(x1, 2), round(y1, 2)), round(score, 6)))
-    return boxes
+             min_size: int = 3, max_candidates: int = 1000) -> list[tuple[Quad, float]]:
+    """DB post-process of one probability map (HxW): (quad, score) per text region, in map pixels."""
+    return db_quads(prob, DbParams(thresh, box_thresh, unclip_ratio, min_size, max_candidates))
 
 
-def iou(a: Sequence[float], b: Sequence[float]) -> float:
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
+def as_polygon(box: Sequence) -> np.ndarray:
+    """A truth or found box as 4 corners: [x0, y0, x1, y1] rectangles become their corners."""
+    if len(box) == 4 and all(isinstance(v, (int, float, np.number)) for v in box):
+        x0, y0, x1, y1 = (float(v) for v in box)
+        return np.array([[x0, y0], [x1, y0], [x1, y1], [x0, y1]], np.float64)
+    return np.asarray(box, np.float64).reshape(-1, 2)
+
+
+def iou(a: Sequence, b: Sequence) -> float:
+    """Polygon IoU of two boxes (rectangles or quads), as PaddleOCR's DetMetric computes it with shapely."""
+    from shapely.geometry import Polygon
+
+    qa, qb = as_polygon(a), as_polygon(b)
+    if (qa[:, 0].max() <= qb[:, 0].min() or qb[:, 0].max() <= qa[:, 0].min() or
+            qa[:, 1].max() <= qb[:, 1].min() or qb[:, 1].max() <= qa[:, 1].min()):
+        return 0.0                                 # bounding boxes apart: skip shapely
+    pa, pb = Polygon(qa), Polygon(qb)
+    if not pa.is_valid or not pb.is_valid:
+        pa, pb = pa.buffer(0), pb.buffer(0)
+    inter = pa.intersection(pb).area
+    union = pa.area + pb.area - inter
+    return float(inter / union) if union > 0 else 0.0
 
 
 def matched_boxes(found: Sequence[Sequence[float]], truth: Sequence[Sequence[float]], threshold: float = 0.5) -> int:
@@ -118,26 +116,37 @@ class OcrDet(Task):
     unclip_ratio: float = 1.5
     min_size: int = 3
     match_iou: float = 0.5                # a found box matches a true box at IoU >= this (evaluation only)
+    max_candidates: int = 1000            # contours looked at per map, in cv2.findContours' order
+    score_mode: str = "fast"              # box score: mean inside the rectangle (fast) or the contour (slow)
 
     kind = TaskKind.ocr_det
     primary = "hmean"
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "OcrDet":
-        check_options(cls.kind, options, ("thresh", "box_thresh", "unclip_ratio", "min_size", "match_iou"))
+        check_options(cls.kind, options, ("thresh", "box_thresh", "unclip_ratio", "min_size", "max_candidates",
+                                          "score_mode", "match_iou"))
+        score_mode = options.get("score_mode", "fast")
+        if score_mode not in SCORE_MODES:
+            raise ConfigError(f"task ocr_det option score_mode = {score_mode!r} is not one of "
+                              f"{', '.join(SCORE_MODES)}", 'write score_mode = "fast" (PaddleOCR\'s default)')
         return cls(number_option(cls.kind, options, "thresh", 0.3, 0.0, 1.0),
                    number_option(cls.kind, options, "box_thresh", 0.6, 0.0, 1.0),
                    number_option(cls.kind, options, "unclip_ratio", 1.5, 0.0, 10.0),
                    int(number_option(cls.kind, options, "min_size", 3, 0, 1000)),
-                   number_option(cls.kind, options, "match_iou", 0.5, 0.0, 1.0))
+                   number_option(cls.kind, options, "match_iou", 0.5, 0.0, 1.0),
+                   int(number_option(cls.kind, options, "max_candidates", 1000, 1, 100000)), score_mode)
 
     def options(self) -> dict:
         return {"thresh": self.thresh, "box_thresh": self.box_thresh, "unclip_ratio": self.unclip_ratio,
-                "min_size": self.min_size, "match_iou": self.match_iou}
+                "min_size": self.min_size, "max_candidates": self.max_candidates, "score_mode": self.score_mode,
+                "match_iou": self.match_iou}
 
-    def boxes(self, outputs: Sequence[np.ndarray]) -> list[list[tuple[Box, float]]]:
+    def boxes(self, outputs: Sequence[np.ndarray]) -> list[list[tuple[Quad, float]]]:
         maps = first_output(self.kind, outputs, 4, "probability maps [N, 1, H, W]")
-        return [db_boxes(m[0], self.thresh, self.box_thresh, self.unclip_ratio, self.min_size) for m in maps]
+        params = DbParams(self.thresh, self.box_thresh, self.unclip_ratio, self.min_size, self.max_candidates,
+                          self.score_mode)
+        return [db_quads(m[0], params) for m in maps]
 
     def evaluate(self, outputs: Sequence[np.ndarray], truth: Sequence) -> dict[str, float]:
         found = self.predictions(outputs)
@@ -145,23 +154,33 @@ class OcrDet(Task):
         return detection_scores(found, truth, self.match_iou)
 
     def postprocess(self, outputs: Sequence[np.ndarray]) -> list[list[dict]]:
-        return [[{"box": list(box), "score": score} for box, score in image] for image in self.boxes(outputs)]
+        # the box as numpy float64 values, as before quads (predict._scaled rounds them with numpy's round)
+        return [[{"box": [np.float64(v) for v in quad_bounds(quad)], "quad": [list(p) for p in quad], "score": score} for quad, score in image]
+                for image in self.boxes(outputs)]
 
-    def predictions(self, outputs: Sequence[np.ndarray]) -> list[list[Box]]:
-        return [[box for box, _ in image] for image in self.boxes(outputs)]
+    def predictions(self, outputs: Sequence[np.ndarray]) -> list[list[Quad]]:
+        return [[quad for quad, _ in image] for image in self.boxes(outputs)]
 
-    def truth_from_json(self, raw: Any) -> list[list[Box]]:
+    def truth_from_json(self, raw: Any) -> list[list]:
+        def number(v: Any) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+
         def box_ok(b: Any) -> bool:
-            return (isinstance(b, list) and len(b) == 4 and all(isinstance(v, (int, float)) for v in b)
-                    and b[0] < b[2] and b[1] < b[3])
+            if isinstance(b, list) and len(b) == 4 and all(number(v) for v in b):
+                return b[0] < b[2] and b[1] < b[3]
+            return (isinstance(b, list) and len(b) == 4 and all(isinstance(p, list) and len(p) == 2 and
+                                                                 all(number(v) for v in p) for p in b))
 
         if not isinstance(raw, list) or not all(isinstance(image, list) and all(box_ok(b) for b in image) for image in raw):
-            raise DataError("ocr_det truth is not a list (per image) of [x0, y0, x1, y1] boxes",
-                            "write one list of boxes per image, with x0 < x1 and y0 < y1")
-        return [[tuple(float(v) for v in b) for b in image] for image in raw]
+            raise DataError("ocr_det truth is not a list (per image) of boxes: [x0, y0, x1, y1] rectangles or "
+                            "[[x, y], [x, y], [x, y], [x, y]] quads",
+                            "write one list of boxes per image, with x0 < x1 and y0 < y1 for rectangles")
+        return [[tuple(float(v) for v in b) if number(b[0]) else tuple((float(p[0]), float(p[1])) for p in b)
+                 for b in image] for image in raw]
 
     def truth_to_json(self, truth: Sequence) -> list:
-        return [[[float(v) for v in b] for b in image] for image in truth]
+        return [[[float(v) for v in b] if np.isscalar(b[0]) else [[float(p[0]), float(p[1])] for p in b]
+                 for b in image] for image in truth]
 
 
 # --- recognition ------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@
 #include "edgekit/npy.h"
 #include "edgekit/npz.h"
 #include "edgekit/platform.h"
+#include "markers.h"
 #include "options.h"
 #include "record.h"
 
@@ -239,6 +240,16 @@ class OutputFiles {
   bool committed_ = false;
 };
 
+// One inference between the instruction-count markers (native/plugin/markers.h): NOPs on a
+// device, region bounds for the counting plugin under qemu. Every engine.run() goes through
+// here, so region i of the plugin's counts is the i-th run: the pass's chunks, then the
+// warm-ups, then the timed iterations.
+void measured_run(LiteEngine& engine) {
+  EDGEKIT_ICOUNT_MARK(EDGEKIT_ICOUNT_BEGIN);
+  engine.run();
+  EDGEKIT_ICOUNT_MARK(EDGEKIT_ICOUNT_END);
+}
+
 void run_pass(LiteEngine& engine, const std::vector<Feed>& feeds, std::int64_t samples, int batch,
               const std::string& out_dir, RunReport& report) {
   const auto& names = engine.output_names();
@@ -247,7 +258,7 @@ void run_pass(LiteEngine& engine, const std::vector<Feed>& feeds, std::int64_t s
     const std::int64_t count = std::min<std::int64_t>(batch, samples - start);
     feed_chunk(engine, feeds, start, count);
     const auto t0 = Clock::now();
-    engine.run();
+    measured_run(engine);
     const double took = ms_since(t0);
     if (report.pass_ms.empty()) report.first_run_ms = took;
     report.pass_ms.push_back(took);
@@ -264,7 +275,7 @@ void measure_latency(LiteEngine& engine, const std::vector<Feed>& feeds, std::in
   feed_chunk(engine, feeds, 0, std::min<std::int64_t>(o.batch, samples));
   for (int i = 0; i < o.warmup + o.repeat; ++i) {
     const auto t0 = Clock::now();
-    engine.run();
+    measured_run(engine);
     if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     (i < o.warmup ? report.warmup_ms : report.iteration_ms).push_back(ms_since(t0));
   }

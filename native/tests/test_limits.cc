@@ -8,6 +8,7 @@
 #include "edgekit/limits.h"
 #include "edgekit/npy.h"
 #include "edgekit/platform.h"
+#include "edgekit/db_geometry.h"
 #include "edgekit/postprocess.h"
 #include "edgekit/preprocess.h"
 #include "harness.h"
@@ -81,7 +82,7 @@ EK_TEST(limits, db_on_a_zero_length_axis_reads_nothing) {
   EK_CHECK_EQ(det.run(floats({1, 1, 64, 0})).at(0).size(), std::size_t{0});
   EK_CHECK_EQ(det.run(floats({0, 0, 64, 64})).size(), std::size_t{0});
   EK_CHECK_EQ(db_boxes(nullptr, 0, 64, DbOptions{}).size(), std::size_t{0});
-  EK_CHECK_EQ(connected_components(nullptr, 64, 0).size(), std::size_t{0});
+  EK_CHECK_EQ(find_contours(nullptr, 64, 0).size(), std::size_t{0});
 }
 
 EK_TEST(limits, resize_and_image_sizes) {

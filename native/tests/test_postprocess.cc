@@ -1,6 +1,7 @@
 #include <cmath>
 #include <vector>
 
+#include "edgekit/db_geometry.h"
 #include "edgekit/numpy_compat.h"
 #include "edgekit/postprocess.h"
 #include "harness.h"
@@ -47,29 +48,55 @@ EK_TEST(numpy, python_and_numpy_rounding_differ_as_they_do) {
   EK_CHECK_EQ(numpy_round(7.0, 2), 7.0);
 }
 
-EK_TEST(postprocess, components_are_numbered_by_2x2_blocks_like_cv2) {
-  // pixel raster order would number the top-right pixel first; cv2's block scan
-  // meets the pixel at (row 1, col 0) first (block row 0, block col 0).
-  const std::vector<std::uint8_t> bitmap = {0, 0, 0, 0, 1,   //
-                                            1, 0, 0, 0, 0,   //
-                                            0, 0, 0, 0, 0,   //
-                                            0, 1, 1, 0, 0};  // row 3: one more, 2 wide
-  const auto c = connected_components(bitmap.data(), 4, 5);
-  EK_CHECK_EQ(c.size(), 3u);
-  EK_CHECK_EQ(c[0].left, 0);
-  EK_CHECK_EQ(c[0].top, 1);
-  EK_CHECK_EQ(c[1].left, 4);
-  EK_CHECK_EQ(c[1].top, 0);
-  EK_CHECK_EQ(c[2].width, 2);
-  EK_CHECK_EQ(c[2].area, 2);
-  // diagonal neighbours join (8-connectivity)
-  const std::vector<std::uint8_t> diagonal = {1, 0, 0, 1};
-  EK_CHECK_EQ(connected_components(diagonal.data(), 2, 2).size(), 1u);
+EK_TEST(postprocess, contours_follow_borders_and_holes_like_cv2) {
+  // cv2.findContours(RETR_LIST, CHAIN_APPROX_SIMPLE) on a 3x3 square, a 6x2 bar and a
+  // 5x4 block with a 1x2 hole: the last border found comes first, the hole before its block.
+  std::vector<std::uint8_t> b(20 * 20, 0);
+  auto fill = [&](int y0, int y1, int x0, int x1, std::uint8_t v) {
+    for (int y = y0; y < y1; ++y)
+      for (int x = x0; x < x1; ++x) b[y * 20 + x] = v;
+  };
+  fill(2, 5, 2, 5, 1);
+  fill(10, 14, 3, 8, 1);
+  fill(11, 13, 5, 6, 0);
+  fill(2, 4, 12, 18, 1);
+  const auto c = find_contours(b.data(), 20, 20);
+  EK_CHECK_EQ(c.size(), 4u);
+  const std::vector<std::vector<std::int64_t>> want = {
+      {4, 11, 5, 10, 6, 11, 6, 12, 5, 13, 4, 12}, {3, 10, 3, 13, 7, 13, 7, 10}, {12, 2, 12, 3, 17, 3, 17, 2},
+      {2, 2, 2, 4, 4, 4, 4, 2}};
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    std::vector<std::int64_t> got;
+    for (const IPoint& p : c[i]) got.push_back(p.x), got.push_back(p.y);
+    EK_CHECK_EQ(got, want[i]);
+  }
+  const std::vector<std::uint8_t> dot = {0, 1, 0, 0};
+  EK_CHECK_EQ(find_contours(dot.data(), 2, 2).size(), 1u);
 }
 
-EK_TEST(postprocess, db_boxes_grow_by_the_unclip_distance) {
+EK_TEST(postprocess, min_area_rect_hull_and_fill_match_python) {
+  // edgekit/tasks/db.py: min_area_rect([[0,0],[4,2],[3,4],[-1,2]]) is the rectangle itself, short side sqrt(5)
+  const MinRect r = min_area_rect({{0, 0}, {4, 2}, {3, 4}, {-1, 2}, {2, 2}});
+  EK_CHECK_EQ(r.corners[0].x, 0.0);
+  EK_CHECK_EQ(r.corners[1].x, 4.0);
+  EK_CHECK_EQ(r.corners[2].y, 4.0);
+  EK_CHECK_EQ(r.corners[3].x, -1.0);
+  EK_CHECK_EQ(r.short_side, std::sqrt(5.0));
+  EK_CHECK_EQ(convex_hull({{0, 0}, {2, 0}, {1, 0}, {2, 2}, {0, 2}, {1, 1}}).size(), 4u);  // collinear and inner dropped
+  // db.polygon_mask([[1,0],[6,2],[4,6],[0,3]], 7, 7) == cv2.fillPoly
+  const std::vector<std::uint8_t> want = {0, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          1, 1, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0};
+  EK_CHECK_EQ(polygon_mask({{1, 0}, {6, 2}, {4, 6}, {0, 3}}, 7, 7), want);
+  // db.unclip: the 3x3 square grown by 9 * 1.5 / 12 through Clipper
+  const Contour grown = unclip({DPoint{3, 2}, DPoint{6, 2}, DPoint{6, 5}, DPoint{3, 5}}, 1.5);
+  const Contour expected = {{7, 2}, {7, 5}, {6, 6}, {3, 6}, {2, 5}, {2, 2}, {3, 1}, {6, 1}};
+  EK_CHECK_EQ(grown.size(), expected.size());
+  for (std::size_t i = 0; i < expected.size() && i < grown.size(); ++i) EK_CHECK(grown[i] == expected[i]);
+}
+
+EK_TEST(postprocess, db_boxes_are_paddleocr_quads) {
   // 10x12 map, a 4x4 blob of 0.9 at (3, 2) and a 2x2 blob (too small) -- Python gives
-  // [((1.5, 0.5, 8.5, 7.5), 0.9)]
+  // [(((2, 1), (7, 1), (7, 6), (2, 6)), 0.9)]
   std::vector<float> p(10 * 12, 0.0f);
   for (int y = 2; y < 6; ++y)
     for (int x = 3; x < 7; ++x) p[y * 12 + x] = 0.9f;
@@ -77,10 +104,12 @@ EK_TEST(postprocess, db_boxes_grow_by_the_unclip_distance) {
     for (int x = 0; x < 2; ++x) p[y * 12 + x] = 0.8f;
   const auto boxes = db_boxes(p.data(), 10, 12, DbOptions{});
   EK_CHECK_EQ(boxes.size(), 1u);
-  EK_CHECK_EQ(boxes[0].x0, 1.5);
-  EK_CHECK_EQ(boxes[0].y0, 0.5);
-  EK_CHECK_EQ(boxes[0].x1, 8.5);
-  EK_CHECK_EQ(boxes[0].y1, 7.5);
+  EK_CHECK_EQ(boxes[0].quad[0][0], std::int64_t{2});
+  EK_CHECK_EQ(boxes[0].quad[0][1], std::int64_t{1});
+  EK_CHECK_EQ(boxes[0].quad[2][0], std::int64_t{7});
+  EK_CHECK_EQ(boxes[0].quad[2][1], std::int64_t{6});
+  EK_CHECK_EQ(boxes[0].x0, 2.0);
+  EK_CHECK_EQ(boxes[0].y1, 6.0);
   EK_CHECK_EQ(boxes[0].score, 0.9);
 }
 

@@ -12,10 +12,22 @@ from edgekit import bundle as bundle_mod
 pytestmark = pytest.mark.e2e
 
 
+OBSERVED: list = []     # (stage, reads, writes) of the first int8 build, recorded by the pipeline's observer
+
+
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory, cli):
+    from edgekit import pipeline
+
     out = tmp_path_factory.mktemp("example")
-    cli("build", "--target", "arm64", "--quant", "int8", "--out", out, "--quiet")
+    real = pipeline.run_stages
+
+    def recording(record, chosen, progress, observe=None):
+        return real(record, chosen, progress, lambda *seen: OBSERVED.append(seen))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pipeline, "run_stages", recording)
+        cli("build", "--target", "arm64", "--quant", "int8", "--out", out, "--quiet")
     first = manifest(out / "digits" / "arm64-int8")
     cli("build", "--target", "arm64", "--quant", "int8", "--out", out, "--quiet")   # rebuild: same inputs
     cli("build", "--target", "arm64", "--quant", "fp32", "--out", out, "--quiet")
@@ -36,6 +48,25 @@ def test_int8_bundle_meets_the_gates(builds):
     assert m["quantization"]["ops"], "the int8 program holds quantisation ops"
     assert m["host_twin"]["rewrites"][0]["ops"] == 1          # the example flattens: rewritten for x86
     assert bundle_mod.verify(bundle_mod.load(out / "digits" / "arm64-int8")) == []
+
+
+def test_every_stage_touched_only_what_it_declares(builds):
+    """The recording proxy: what each stage of a real int8 build read and wrote, against its declaration."""
+    from edgekit.pipeline import STAGES
+
+    declared = {s.name: s for s in STAGES}
+    assert [name for name, _, _ in OBSERVED] == [s.name for s in STAGES if s.name in {n for n, _, _ in OBSERVED}]
+    for name, reads, writes in OBSERVED:
+        stage = declared[name]
+        assert reads <= set(stage.reads), (name, sorted(reads - set(stage.reads)))
+        assert writes <= set(stage.writes), (name, sorted(writes - set(stage.writes)))
+        assert set(stage.provides) <= writes, (name, "declared but did not write", set(stage.provides) - writes)
+    seen = {name: reads for name, reads, _ in OBSERVED}
+    assert {"static", "evaluation", "calibration"} <= seen["quantize-int8"]
+    m = manifest(builds[0] / "digits" / "arm64-int8")
+    if m["emulation"]["ran"]:
+        assert {"report", "device", "evaluation", "reference", "static"} <= seen["tier-c"]
+    assert m["fp32_program_from"] == ["export-factory", "fold-graph"] or m["fp32_program_from"] == ["export-factory"]
 
 
 def test_int8_is_smaller_than_fp32(builds):

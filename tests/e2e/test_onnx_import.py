@@ -230,3 +230,21 @@ def test_edgekit_import_onnx_command(tmp_path):
     assert report["source"]["sha256"] == sha256_file(source)
     again = CliRunner().invoke(app, ["import", "onnx", str(source), "--out", str(out)])
     assert again.exit_code == 2 and "already exists" in again.output
+
+
+def test_the_op_table_is_x2paddles_own():
+    """X2PADDLE_OPS is what the installed X2Paddle 1.6.0 maps (its OpSet15 mapper, which opsets 15+ use). Here, not in
+    tests/unit: importing X2Paddle imports Paddle, which starts `ldd` (the fast tier starts no process)."""
+    from edgekit.export import legalize as lg
+
+    mapper = pytest.importorskip("x2paddle.op_mapper.onnx2paddle.opset15")
+
+    class _Decoder:
+        graph = None
+
+    opset = mapper.OpSet15(_Decoder(), None)
+    mapped = {n for n in dir(mapper.OpSet15) if n[:1].isupper()} | set(opset.directly_map_ops) | set(opset.elementwise_ops)
+    assert mapped == set(lg.X2PADDLE_OPS)
+    # rewrites target what X2Paddle lacks, or mistranslates (Softmax), or whose opset-13 form its shape inference
+    # cannot read (Squeeze/Unsqueeze/Split with an axes/split input)
+    assert not set(lg.REWRITES) & mapped - {"Softmax", "LogSoftmax", "Squeeze", "Unsqueeze", "Split"}

@@ -7,6 +7,7 @@ import json
 import shutil
 import struct
 
+import numpy as np
 import pytest
 from bundles import leftovers, manifest
 
@@ -75,6 +76,35 @@ def test_armv7_runs_on_the_armhf_runtime(tmp_path, lite_arm, cli):
     accuracy = m["parity"]["accuracy"]
     assert abs(accuracy["armv7 .nb (emulated ARM)"] - accuracy["int8 simulated"]) <= 0.5
     assert m["emulation"]["agreement_with_b"]["cosine"] >= 0.9999
+
+
+def test_tier_c_records_instruction_counts_per_kernel_path(int8_bundle, lite_arm, cli):
+    from edgekit import costs
+    from edgekit.config import EmulationConfig
+    from edgekit.emulation import Emulator
+
+    m = manifest(int8_bundle)
+    counts = m["emulation"]["instruction_counts"]
+    assert counts["ran"] and set(counts["paths"]) == {"default", "a55"}      # one per kernel family (a53: on request)
+    neon, dot = counts["paths"]["default"], counts["paths"]["a55"]
+    assert (neon["kernel_path"], dot["kernel_path"]) == ("neon", "dotprod")
+    # measured: 782,527 plain NEON, 456,431 with 159,808 SDOT/UDOT; the first run ~3.0 M (Lite's one-time work)
+    assert 300_000 < neon["per_inference"]["total"] < 3_000_000 and neon["per_inference"]["dot_product"] == 0
+    assert dot["per_inference"]["total"] < 0.7 * neon["per_inference"]["total"]
+    assert dot["per_inference"]["dot_product"] > 0.2 * dot["per_inference"]["simd_fp"]
+    assert neon["first_inference"] > neon["per_inference"]["total"] and neon["timed_totals"][0] == neon["per_inference"]["total"]
+    # the same figure from a fresh process outside the build (no cache): equal, not approximately equal. Golden
+    # input 0 is evaluation sample 0 (both spread from index 0), the sample tier C counted.
+    emulator = Emulator.prepare("aarch64", EmulationConfig(runtime=lite_arm), 600)
+    sample = {i["name"]: np.load(int8_bundle / i["file"])[:1] for i in m["golden"]["inputs"]}
+    again = costs.measure(emulator, int8_bundle / "model.nb", sample, profiles=["default"])
+    assert not again["cached"] and again["paths"]["default"]["per_inference"] == neon["per_inference"]
+
+    shown = cli("inspect", int8_bundle).output
+    assert f"default (neon kernels): {neon['per_inference']['total']:,}" in shown and "dot-product" in shown
+    bench = json.loads(cli("bench", int8_bundle, int8_bundle, "--json").output)
+    assert bench["bundles"][1]["paths"]["a55"]["vs_first"] == 1.0
+    assert bench["bundles"][0]["paths"]["a55"]["total"] == dot["per_inference"]["total"]
 
 
 def test_parity_emulate_replays_the_golden_vectors_on_model_nb(int8_bundle, lite_arm, cli):

@@ -190,8 +190,9 @@ def test_ocr_page_equals_edgekit_ocr(camera_demo, edgekit_cli, ocr_assets, tmp_p
     got = frame["lines"]
     assert len(got) == len(printed) == 3
     for mine, theirs in zip(got, printed):
-        assert list(mine) == list(theirs) == ["box", "det_score", "angle", "angle_score", "text", "confidence"]
+        assert list(mine) == list(theirs) == ["box", "quad", "det_score", "angle", "angle_score", "text", "confidence"]
         assert (mine["box"], mine["angle"], mine["text"]) == (theirs["box"], theirs["angle"], theirs["text"])
+        assert np.abs(np.array(mine["quad"], float) - np.array(theirs["quad"], float)).max() <= 1.0
     worst = max(abs(mine[k] - theirs[k]) for mine, theirs in zip(got, printed)
                 for k in ("det_score", "angle_score", "confidence"))
     print(f"aarch64 OCR: {len(got)} lines, texts {[line['text'] for line in got]}, angles "

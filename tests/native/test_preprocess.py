@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 from edgekit.config import load_toml
-from edgekit.data import PreprocessSpec, decode_image, write_preprocess
+from edgekit.contracts import PreprocessFile
+from edgekit.data import PreprocessSpec, decode_image
 from edgekit.tasks.ocr import line_spec, page_spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "edgekit" / "examples"
@@ -158,7 +159,7 @@ def prepared(tmp_path_factory):
     spec_files = {}
     for name, spec in known.items():
         spec_files[name] = folder / f"{name}.json"
-        write_preprocess(spec_files[name], spec, ["x"])
+        PreprocessFile(("x",), spec).write_file(spec_files[name])
     items = []
     for i, case in enumerate(cases()):
         image_file = folder / f"image_{i:04d}.npy"

@@ -3,11 +3,14 @@
 import subprocess
 import sys
 
+import pytest
+
 
 def _run(code: str) -> str:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
 
 
+@pytest.mark.e2e    # the CLI in a fresh interpreter
 def test_help_does_not_import_the_toolchain():
     out = _run(
         "import sys\n"
@@ -21,6 +24,7 @@ def test_help_does_not_import_the_toolchain():
     assert out.strip() == "[]"
 
 
+@pytest.mark.e2e    # the CLI in a fresh interpreter
 def test_build_help_explains_the_options():
     out = _run(
         "from typer.testing import CliRunner\n"

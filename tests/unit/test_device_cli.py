@@ -6,6 +6,8 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from typer.testing import CliRunner
 
 from edgekit.cli import app
@@ -15,6 +17,7 @@ def invoke(*args):
     return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
 
 
+@pytest.mark.e2e    # the CLI in a fresh interpreter
 def test_device_help_does_not_import_the_toolchain():
     code = ("import sys\nfrom typer.testing import CliRunner\nfrom edgekit.cli import app\n"
             "for args in (['device', '--help'], ['device', 'test', '--help'], ['device', 'list', '--help']):\n"

@@ -187,3 +187,23 @@ def test_report_extended_is_a_new_report_with_the_primary_metric_per_engine():
     assert base.checks == () and base.outputs == {} and base.notes == ()
     assert more.accuracy == {"arm64 .nb": 99.0} and more.outputs["C"][0]["output"] == "y"
     assert more.to_json()["tiers"] == {"C": {"abi": "aarch64"}} and more.passed
+
+
+def test_check_same_is_the_one_shape_of_every_transform_check():
+    from edgekit.parity import SameTolerance, check_same
+
+    before = [np.array([[0.0, 100.0]], np.float32), np.array([[0.5, 0.25]], np.float32)]
+    after = [np.array([[0.0, 100.005]], np.float32), np.array([[0.5, 0.2505]], np.float32)]
+    per_output = check_same(before, after, ["big", "small"], SameTolerance(1e-4, 0.99999), "folded vs unfolded")
+    # each output's limit grows with its own scale: 1e-2 for the big one, 1e-4 for the small one
+    assert [round(o.max_abs_limit, 6) for o in per_output.outputs] == [0.01, 0.0001]
+    assert [o.passed for o in per_output.outputs] == [True, False] and per_output.failure.output == "small"
+    overall = check_same(before, after, ["big", "small"], SameTolerance(1e-4, per_output=False), "rewrite")
+    assert overall.passed and overall.worst_max_abs == pytest.approx(0.005, rel=1e-3)
+    absolute = check_same(before, after, ["big", "small"], SameTolerance(1e-4, scaled=False), "export")
+    assert not absolute.passed
+    assert set(per_output.to_json()) == {"what", "samples", "outputs", "passed"} and per_output.samples == 1
+    nan = check_same([np.ones((1, 2))], [np.full((1, 2), np.nan)], ["y"], SameTolerance(1.0), "x")
+    assert not nan.passed
+    with pytest.raises(ParityError):
+        check_same([np.ones((1, 2))], [np.ones((1, 3))], ["y"], SameTolerance(1.0), "x")

@@ -26,21 +26,21 @@ def _names(cfg: BuildConfig) -> list[str]:
 
 
 def test_a_factory_fp32_build_for_arm64_runs_these_stages_in_this_order():
-    assert _names(_cfg()) == ["inputs", "data", "export", "fold", "coverage", "lite", "twin", "parity", "emulation",
-                              "gates", "package"]
-    assert "fold" not in _names(_cfg(fold=False))
+    assert _names(_cfg()) == ["factory-inputs", "read-data", "export-factory", "fold-graph", "coverage", "convert-target",
+                              "convert-twin", "tier-a", "tier-c", "gates", "write-bundle"]
+    assert "fold-graph" not in _names(_cfg(fold=False))
 
 
 def test_stages_are_chosen_by_declaration():
     int8 = _cfg(precision=Precision.int8, data=DataConfig(calibration=Path("/c")))
-    assert "quantize" in _names(int8) and "simulation" in _names(int8) and "simulate" not in _names(int8)
+    assert "quantize-int8" in _names(int8) and "tier-b" in _names(int8) and "simulate-weights" not in _names(int8)
     weight = _names(_cfg(precision=Precision.int8_weight))
-    assert "simulate" in weight and "simulation" in weight and "quantize" not in weight
-    assert "emulation" not in _names(_cfg(target=Target.x86))
+    assert "simulate-weights" in weight and "tier-b" in weight and "quantize-int8" not in weight
+    assert "tier-c" not in _names(_cfg(target=Target.x86))
     exported = _names(_cfg(model=ModelConfig(name="m", model_file=Path("/m/model.pdmodel"))))
-    assert exported[:3] == ["load", "data", "reference"] and "export" not in exported
+    assert exported[:3] == ["load-exported", "read-data", "cross-check-reference"] and "export-factory" not in exported
     onnx = _names(_cfg(model=ModelConfig(name="m", model_file=Path("/m/model.onnx"))))
-    assert onnx[:2] == ["import", "data"] and "reference" not in onnx
+    assert onnx[:2] == ["import-onnx", "read-data"] and "cross-check-reference" not in onnx
 
 
 def test_every_declared_configuration_has_a_valid_order():
@@ -52,7 +52,7 @@ def test_every_declared_configuration_has_a_valid_order():
                 cfg = _cfg(model=model, precision=precision, target=target, data=DataConfig(calibration=Path("/c")),
                            prune=object())
                 chosen = plan(cfg)
-                assert chosen[-1].name == "package"
+                assert chosen[-1].name == "write-bundle"
 
 
 def test_a_stage_needing_what_nothing_provides_is_refused_before_anything_runs():
@@ -120,3 +120,50 @@ def test_stage_names_are_unique_and_every_stage_function_is_declared():
               if fn.__module__ == stage_functions.__name__ and not name.startswith("_")
               and list(inspect.signature(fn).parameters) == ["rec"]}
     assert public == declared
+
+
+def test_every_stage_is_named_after_its_function_and_declares_on_itself():
+    for stage in STAGES:
+        assert stage.name == stage.run.__name__.replace("_", "-")
+        reads, writes = stage.run.declared
+        assert stage.needs == reads.required and stage.provides == writes.required
+
+
+def test_no_field_of_the_build_record_is_any():
+    from dataclasses import fields
+
+    for f in fields(BuildRecord):
+        assert "Any" not in str(f.type) and str(f.type) not in ("Mapping", "dict", "object"), (f.name, f.type)
+
+
+def test_a_stage_reading_what_it_does_not_declare_fails_the_build(tmp_path):
+    def nosy(record):
+        return record.with_(device=record.twin)       # reads twin, undeclared
+
+    stages = (Stage("nosy", nosy, provides=("device",)),)
+    with pytest.raises(StageOrderError, match="'nosy' read 'twin', which it does not declare"):
+        run_stages(BuildRecord(_cfg(), tmp_path, tmp_path), stages, lambda name, state: None)
+
+
+def test_a_stage_writing_what_it_does_not_declare_fails_the_build(tmp_path):
+    stages = (Stage("writer", lambda record: record.with_(device="nb", twin="twin"), provides=("device",)),)
+    with pytest.raises(StageOrderError, match="'writer' wrote twin, which it does not declare"):
+        run_stages(BuildRecord(_cfg(), tmp_path, tmp_path), stages, lambda name, state: None)
+
+
+def test_every_stages_writes_are_kept_and_the_observer_sees_reads_and_writes(tmp_path):
+    seen = []
+    stages = (Stage("first", lambda r: r.with_(static="exported"), provides=("static",)),
+              Stage("second", lambda r: r.with_(static=r.static + "+folded"), needs=("static",), provides=("static",)))
+    done = run_stages(BuildRecord(_cfg(), tmp_path, tmp_path), stages, lambda name, state: None,
+                      lambda name, reads, writes: seen.append((name, set(reads), set(writes))))
+    assert done.static == "exported+folded"
+    assert done.output_of("first", "static") == "exported" and done.writers_of("static") == ("first", "second")
+    assert seen == [("first", set(), {"static"}), ("second", {"static"}, {"static"})]
+
+
+def test_a_declaration_naming_no_record_field_is_refused():
+    from edgekit.record import declares
+
+    with pytest.raises(StageOrderError, match="stattic"):
+        declares(reads=("stattic",), writes=())

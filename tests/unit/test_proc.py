@@ -15,6 +15,7 @@ def py(code: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
+@pytest.mark.e2e    # starts real processes: the wrapper's subject
 def test_exit_code_and_output_are_captured():
     record = run(py("import sys; print('out'); print('e1', file=sys.stderr); print('e2', file=sys.stderr); sys.exit(3)"),
                  timeout=30)
@@ -27,6 +28,7 @@ def test_exit_code_and_output_are_captured():
     assert record.seconds > 0
 
 
+@pytest.mark.e2e    # starts real processes: the wrapper's subject
 def test_death_by_sigsegv():
     record = run(py("import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"), timeout=30)
     assert record.returncode < 0
@@ -34,17 +36,20 @@ def test_death_by_sigsegv():
     assert record.signal_name == "SIGSEGV"
 
 
+@pytest.mark.e2e    # starts real processes: the wrapper's subject
 def test_timeout_is_a_tool_error():
     with pytest.raises(ToolError, match="sleeper did not finish within") as info:
         run(py("import time; time.sleep(30)"), timeout=0.3, what="sleeper")
     assert info.value.exit_code == 11
 
 
+@pytest.mark.e2e    # starts real processes: the wrapper's subject
 def test_missing_executable_is_a_tool_error(tmp_path):
     with pytest.raises(ToolError, match="could not be started"):
         run([str(tmp_path / "no-such-tool")], timeout=5)
 
 
+@pytest.mark.e2e    # starts real processes: the wrapper's subject
 def test_cwd_and_env_are_passed(tmp_path):
     record = run(py("import os; print(os.getcwd()); print(os.environ['EK_PROBE'])"), timeout=30, cwd=str(tmp_path),
                  env={"EK_PROBE": "42"})

@@ -145,7 +145,7 @@ def test_ocr_batches_every_crop_of_a_model_into_one_engine_call(tmp_path):
     lines = ocr_system(page, det, rec, cls)
     assert len(lines) == 2 and [line["text"] for line in lines] == ["ab", "ab"]
     assert all(line["angle"] == "180" for line in lines)
-    assert list(lines[0]) == ["box", "det_score", "angle", "angle_score", "text", "confidence"]
+    assert list(lines[0]) == ["box", "quad", "det_score", "angle", "angle_score", "text", "confidence"]
     assert det_runner.calls == [(1, 3, 32, 32)]
     assert cls_runner.calls == [(2, 3, 8, 16)] and rec_runner.calls == [(2, 3, 8, 16)]   # one call for both crops
     assert json.dumps(lines)   # what the CLI prints

@@ -37,11 +37,15 @@ def blob_map(height=40, width=80):
 def test_db_boxes_two_blobs_unclipped():
     boxes = db_boxes(blob_map()[0, 0])
     assert len(boxes) == 2
-    (first, s1), (second, s2) = boxes
-    grow1 = 20 * 10 * 1.5 / (2 * (20 + 10))         # area * ratio / perimeter = 5
-    assert first == pytest.approx((5 - grow1, 5 - grow1, 25 + grow1, 15 + grow1))
-    grow2 = 30 * 6 * 1.5 / (2 * (30 + 6))           # 3.75
-    assert second == pytest.approx((40 - grow2, 25 - grow2, 70 + grow2, 31 + grow2))
+    (second, s2), (first, s1) = boxes                # cv2.findContours lists the last border found first
+    # contour = pixel centres x 5..24, y 5..14: 19 x 9, grown by area * ratio / perimeter, rounded
+    grow1 = 19 * 9 * 1.5 / (2 * (19 + 9))
+    assert np.abs(np.array(first) - [[5 - grow1, 5 - grow1], [24 + grow1, 5 - grow1], [24 + grow1, 14 + grow1],
+                                     [5 - grow1, 14 + grow1]]).max() <= 1.0
+    grow2 = 29 * 5 * 1.5 / (2 * (29 + 5))
+    assert np.abs(np.array(second) - [[40 - grow2, 25 - grow2], [69 + grow2, 25 - grow2], [69 + grow2, 30 + grow2],
+                                      [40 - grow2, 30 + grow2]]).max() <= 1.0
+    assert all(isinstance(v, int) for q in (first, second) for p in q for v in p)
     assert (s1, s2) == (pytest.approx(0.9), pytest.approx(0.8))
 
 
@@ -51,8 +55,8 @@ def test_db_boxes_filters_and_clips():
     prob[20:22, 20:29] = 0.95       # 2 px high: below min_size 3, dropped
     assert db_boxes(prob) == []
     prob[0:8, 0:8] = 0.7
-    ((box, score),) = db_boxes(prob)
-    assert box[:2] == (0.0, 0.0) and score == pytest.approx(0.7)     # unclipped box clipped to the map
+    ((quad, score),) = db_boxes(prob)
+    assert quad[0] == (0, 0) and score == pytest.approx(0.7)          # grown quad clipped to the map
     assert db_boxes(prob, box_thresh=0.8) == []
     assert db_boxes(prob, thresh=0.75) == []
 
@@ -85,7 +89,9 @@ def test_ocr_det_task_end_to_end():
     missed = [[(1, 1, 29, 19), (37, 22, 73, 34), (0, 35, 10, 40)]]
     assert task.evaluate([blob_map()], missed)["recall"] == pytest.approx(66.6667)
     (result,) = task.postprocess([blob_map()])
-    assert [r["score"] for r in result] == [pytest.approx(0.9), pytest.approx(0.8)]
+    assert [r["score"] for r in result] == [pytest.approx(0.8), pytest.approx(0.9)]      # contour order
+    assert all(len(r["quad"]) == 4 and r["box"] == [min(p[0] for p in r["quad"]), min(p[1] for p in r["quad"]),
+               max(p[0] for p in r["quad"]), max(p[1] for p in r["quad"])] for r in result)
     with pytest.raises(DataError, match="shape"):
         task.evaluate([np.zeros((2, 5))], [[], []])
     with pytest.raises(DataError, match="ground-truth"):
@@ -186,7 +192,7 @@ def test_task_table_and_options():
         assert task.primary == info.metrics[0]
         assert make_task(kind, task.options()) == task          # options() rebuilds the same task
     with pytest.raises(ConfigError, match="not known"):
-        make_task("segmentation")
+        make_task("pose")
     with pytest.raises(ConfigError, match="unknown option"):
         make_task("ocr_det", {"treshold": 0.3})
     with pytest.raises(ConfigError, match="box_thresh"):
@@ -241,7 +247,7 @@ def test_bad_truth_files(tmp_path):
     with pytest.raises(DataError, match="count 3"):
         read_truth(path)
     path.write_text(json.dumps(dict(base, task="ocr_det", truth=[[[5, 0, 1, 1]], []])), encoding="utf-8")
-    with pytest.raises(DataError, match=r"\[x0, y0, x1, y1\] boxes"):
+    with pytest.raises(DataError, match=r"\[x0, y0, x1, y1\] rectangles"):
         read_truth(path)
 
 

@@ -36,6 +36,15 @@ struct Overlay {
             headline = nil
             boxes = Overlay.boxes(doc["result"] as? [[String: Any]] ?? [],
                                   text: { String(format: "%.2f", $0["score"] as? Double ?? 0) })
+        case "detection":
+            // every detection above task.json's score threshold comes back; draw the confident ones
+            headline = nil
+            boxes = Overlay.boxes((doc["result"] as? [[String: Any]] ?? []).filter { ($0["score"] as? Double ?? 0) >= 0.5 },
+                                  text: { String(format: "%@ %.2f", $0["label"] as? String ?? "?", $0["score"] as? Double ?? 0) })
+        case "segmentation":
+            // the per-pixel mask is in "rle"; the overlay shows the class shares (no mask drawing here yet)
+            let classes = (doc["result"] as? [String: Any])?["classes"] as? [String: Double] ?? [:]
+            headline = classes.keys.sorted().map { String(format: "%@ %.1f%%", $0, classes[$0] ?? 0) }.joined(separator: "  ")
         case "ocr_rec":
             headline = (doc["result"] as? [String: Any])?["text"] as? String
         case "ocr_cls":

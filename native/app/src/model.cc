@@ -45,7 +45,8 @@ Model::Model(const ModelAssets& assets, std::unique_ptr<Engine> engine, int top_
     BundlePreprocess bundle = BundlePreprocess::read(assets_.preprocess_file);
     if (bundle.spec) pre_.emplace(*bundle.spec);
   }
-  if (!assets_.task_file.empty()) {
+  if (!assets_.task_file.empty()) vision_ = VisionTask::read(assets_.task_file);
+  if (!assets_.task_file.empty() && !vision_) {
     TaskSpec spec = TaskSpec::read(assets_.task_file);
     const bool labels_in_task = has_labels(spec);
     post_.emplace(std::move(spec));
@@ -73,7 +74,15 @@ const Postprocessor& Model::postprocessor() const {
   return *post_;
 }
 
-TaskKind Model::kind() const { return postprocessor().kind(); }
+TaskKind Model::kind() const {
+  if (vision_) {
+    throw Error(ExitCode::input, "model " + name() + " is a " + vision_->name() + " model",
+                "run it on its own (ek_run), not as a classification or OCR model");
+  }
+  return postprocessor().kind();
+}
+
+std::string Model::task_name() const { return vision_ ? vision_->name() : task_kind_name(kind()); }
 
 Tensor Model::preprocess(const ImageView& image) const { return preprocessor().run(image); }
 
@@ -97,7 +106,14 @@ std::vector<Array> Model::infer(const float* data, const Shape& shape) {
 
 Json Model::postprocess(const Array& output) const { return postprocessor().run(output); }
 
+Json Model::postprocess(const std::vector<Array>& outputs) const {
+  if (vision_) return vision_->postprocess(outputs);
+  if (outputs.empty()) throw Error(ExitCode::run, "model " + name() + " returned no outputs", "check its model.nb");
+  return postprocess(outputs.front());
+}
+
 Prediction Model::predict(const ImageView& image) {
+  if (vision_) return predict_vision(image);
   const Postprocessor& post = postprocessor();
   const Preprocessor& pre = preprocessor();
   Engine& e = engine();
@@ -136,14 +152,44 @@ Prediction Model::predict(const ImageView& image) {
   return out;
 }
 
+// Detection / segmentation: every output to the task, results in the image's pixels.
+Prediction Model::predict_vision(const ImageView& image) {
+  const Preprocessor& pre = preprocessor();
+  Prediction out;
+  auto start = Clock::now();
+  Tensor tensor = pre.run(image);
+  out.times.preprocess_ms = ms_since(start);
+
+  start = Clock::now();
+  Shape shape = {1};
+  shape.insert(shape.end(), tensor.shape.begin(), tensor.shape.end());
+  const std::vector<Array> outputs = infer(tensor.data.data(), shape);
+  out.times.inference_ms = ms_since(start);
+
+  start = Clock::now();
+  out.result = vision_->in_image(outputs, pre.spec(), image.height, image.width);
+  out.times.postprocess_ms = ms_since(start);
+  return out;
+}
+
 Json scale_boxes(const Json& boxes, double sx, double sy) {
   Json out = Json::array();
   for (const Json& item : boxes.items()) {
     const Json& box = item.at("box");
     Json scaled = Json::array();
+    // predict._scaled rounds the box's numpy float64 values (numpy's round), _scaled_quad Python floats
     for (std::size_t i = 0; i < 4; ++i) scaled.push(numpy_round(box.at(i).as_number() * (i % 2 == 0 ? sx : sy), 2));
+    Json quad = Json::array();
+    if (const Json* corners = item.find("quad")) {
+      for (const Json& p : corners->items()) {
+        Json point = Json::array();
+        point.push(python_round(p.at(0).as_number() * sx, 2));
+        point.push(python_round(p.at(1).as_number() * sy, 2));
+        quad.push(point);
+      }
+    }
     Json copy = Json::object();
-    for (const auto& [key, value] : item.members()) copy.set(key, key == "box" ? scaled : value);
+    for (const auto& [key, value] : item.members()) copy.set(key, key == "box" ? scaled : key == "quad" ? quad : value);
     out.push(copy);
   }
   return out;

@@ -11,6 +11,7 @@
 #include "edgekit/file_io.h"
 #include "edgekit/error.h"
 #include "edgekit/numpy_compat.h"
+#include "edgekit/vision_task.h"
 
 namespace edgekit {
 namespace fs = std::filesystem;
@@ -147,6 +148,39 @@ std::string lower_extension(const std::string& path) {
   std::string ext = fs::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return ext;
+}
+
+// Detection: the same classes in the same order, every box corner within kBoxPixels of
+// Python's (model-input pixels), scores within `tolerance`; segmentation: every mask pixel equal.
+constexpr double kBoxPixels = 1.0;
+
+Json vision_results(const VisionTask& task, const Json& expected, const Json& got, double tolerance, bool gated) {
+  Json r = Json::object();
+  r.set("expected", expected);
+  r.set("got", got);
+  bool same = false, scores_ok = true;
+  if (task.kind() == VisionTask::Kind::detection) {
+    const Json d = compare_detections(expected, got);
+    same = d.at("same_classes").as_bool() && d.at("max_corner_px").as_number() <= kBoxPixels;
+    double score_diff = 0;
+    for (std::size_t i = 0; same && i < expected.size(); ++i) {
+      score_diff = std::max(score_diff, std::fabs(expected.at(i).at("score").as_number() - got.at(i).at("score").as_number()));
+    }
+    scores_ok = score_diff <= tolerance;
+    r.set("detections", d);
+    r.set("box_tolerance_px", kBoxPixels);
+    r.set("max_score_difference", score_diff);
+  } else {
+    const Json m = compare_masks(expected, got);
+    same = m.at("differing").as_int() == 0;
+    r.set("mask", m);
+  }
+  r.set("same_decision", same);  // classes and boxes, or mask pixels
+  r.set("same_scores", same && scores_ok);
+  r.set("score_tolerance", tolerance);
+  r.set("gated", gated);
+  r.set("ok", !gated || (same && scores_ok));
+  return r;
 }
 
 }  // namespace
@@ -296,7 +330,10 @@ Json GoldenSet::check_image(Model& model, std::size_t index, const ImageView& im
   const Json* results = images.find("results");
   const bool gate_results = precision_ == "fp32";
   Json r = Json::object();
-  if (results && results->is_array() && index < results->size()) {
+  if (results && results->is_array() && index < results->size() && model.vision()) {
+    r = vision_results(*model.vision(), results->at(index), model.postprocess(outputs).at(0),
+                       tolerances_.max_abs < 0 ? 1e-6 : std::max(1e-6, tolerances_.max_abs), gate_results);
+  } else if (results && results->is_array() && index < results->size()) {
     const Json got = model.postprocess(outputs.at(0)).at(0);
     const double tolerance = tolerances_.max_abs < 0 ? 1e-6 : std::max(1e-6, tolerances_.max_abs);
     const std::string decision = compare_results(results->at(index), got, tolerance, false);

@@ -11,6 +11,7 @@
 //                                                     {"file", "ok", "width", "height", "channels"}
 //                                                     or {"file", "ok": false, "error"}
 //   edgekit-app-tests --ocr-geometry IN.json OUT.json sort_boxes / crop_rect / scale_boxes cases
+//                                                     (and rotate_crop of .npy images, "rotate")
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 #include "edgekit/file_io.h"
 #include "edgekit/json.h"
 #include "edgekit/model.h"
+#include "edgekit/npy.h"
 #include "edgekit/ocr.h"
 #include "edgekit/sha256.h"
 #include "harness.h"
@@ -54,6 +56,23 @@ int ocr_geometry(const std::string& in, const std::string& out) {
     scaled.push(scale_boxes(c.at("boxes"), c.at("sx").as_number(), c.at("sy").as_number()));
   }
   result.set("scale", scaled);
+  // optional: rotate_crop of a uint8 .npy image (HxW or HxWx3) by a quad, written as .npy
+  if (const Json* rotations = cases.find("rotate")) {
+    for (const Json& c : rotations->items()) {
+      const Array image = read_npy(c.at("image").as_string());
+      const int h = static_cast<int>(image.shape.at(0)), w = static_cast<int>(image.shape.at(1));
+      const PixelOrder order = image.shape.size() == 3 ? PixelOrder::bgr : PixelOrder::gray;
+      Quad quad{};
+      for (std::size_t k = 0; k < 4; ++k) quad[k] = {c.at("quad").at(k).at(0).as_number(), c.at("quad").at(k).at(1).as_number()};
+      const Image piece = rotate_crop(ImageView::of(image.as<std::uint8_t>(), h, w, order), quad);
+      Array saved;
+      saved.dtype = DType::uint8;
+      saved.shape = {piece.height, piece.width};
+      if (order == PixelOrder::bgr) saved.shape.push_back(3);
+      saved.data = piece.data;
+      write_npy(c.at("out").as_string(), saved);
+    }
+  }
   write_file_atomic(out, result.dump() + "\n");
   return 0;
 }

@@ -151,7 +151,7 @@ EK_API void ek_close(ek_assets* assets); /* NULL is fine */
 EK_API ek_status ek_describe(ek_assets* assets, char** json);
 
 /* The models in index order, without parsing JSON: names and tasks ("classification", "ocr_det",
- * "ocr_rec", "ocr_cls"; "" without task.json) are owned by the handle and live until ek_close();
+ * "ocr_rec", "ocr_cls", "detection", "segmentation"; "" without task.json) are owned by the handle and live until ek_close();
  * NULL for an index out of range. */
 EK_API int32_t ek_model_count(ek_assets* assets);
 EK_API const char* ek_model_name(ek_assets* assets, int32_t index);
@@ -160,7 +160,9 @@ EK_API const char* ek_model_task(ek_assets* assets, int32_t index);
 /* One model on one image: {"model", "task", "result", "timings_ms": {"preprocess", "inference",
  * "postprocess", "total"}}. "result" is what `edgekit run BUNDLE IMAGE` prints:
  * classification {"class", "label", "score"}; ocr_det [{"box": [x0,y0,x1,y1] in image pixels,
- * "score"}]; ocr_rec {"text", "confidence"}; ocr_cls {"label", "score"}. */
+ * "score"}]; ocr_rec {"text", "confidence"}; ocr_cls {"label", "score"}; detection [{"box": [x0,y0,x1,y1]
+ * in image pixels, "class", "label", "score"}] best first; segmentation {"size": [h, w], "classes": {label:
+ * percent}, "rle": [[class, run], ...]} (the class of every image pixel, row-major runs). */
 EK_API ek_status ek_run(ek_assets* assets, const char* model, const ek_image* image, char** json);
 
 /* The OCR system (detect -> crop -> direction -> recognise), as `edgekit ocr`:

@@ -364,7 +364,7 @@ ek_status ek_run(ek_assets* assets, const char* model, const ek_image* image, ch
     const Prediction p = m.predict(view_of(image));
     Json doc = Json::object();
     doc.set("model", m.name());
-    doc.set("task", task_kind_name(m.kind()));
+    doc.set("task", m.task_name());
     doc.set("result", p.result);
     doc.set("timings_ms", p.times.to_json());
     *json = copy_out(doc.dump());

@@ -223,11 +223,19 @@ Postprocessor::Postprocessor(TaskSpec spec) : spec_(std::move(spec)) {
       }
       break;
     case TaskKind::ocr_det:
-      check_known(kind, o, {"thresh", "box_thresh", "unclip_ratio", "min_size", "match_iou"});
+      check_known(kind, o, {"thresh", "box_thresh", "unclip_ratio", "min_size", "max_candidates", "score_mode", "match_iou"});
       db_.thresh = number_option(kind, o, "thresh", 0.3, 0.0, 1.0);
       db_.box_thresh = number_option(kind, o, "box_thresh", 0.6, 0.0, 1.0);
       db_.unclip_ratio = number_option(kind, o, "unclip_ratio", 1.5, 0.0, 10.0);
       db_.min_size = static_cast<int>(number_option(kind, o, "min_size", 3, 0, 1000));  // Python's int(): truncates
+      db_.max_candidates = static_cast<int>(number_option(kind, o, "max_candidates", 1000, 1, 100000));
+      if (const Json* mode = o.find("score_mode")) {
+        if (!mode->is_string() || (mode->as_string() != "fast" && mode->as_string() != "slow")) {
+          throw bad_option(kind, "option score_mode = " + mode->dump() + " is not one of fast, slow",
+                           "write score_mode = \"fast\" (PaddleOCR's default)");
+        }
+        db_.slow_score = mode->as_string() == "slow";
+      }
       number_option(kind, o, "match_iou", 0.5, 0.0, 1.0);  // evaluation only
       break;
     case TaskKind::ocr_rec: {
@@ -381,8 +389,11 @@ Json to_json(const ClassScore& value) {
 Json to_json(const TextBox& value) {
   Json box = Json::array();
   for (double v : {value.x0, value.y0, value.x1, value.y1}) box.push(v);
+  Json quad = Json::array();
+  for (const auto& p : value.quad) quad.push(Json::array_of(std::vector<std::int64_t>{p[0], p[1]}));
   Json out = Json::object();
   out.set("box", box);
+  out.set("quad", quad);
   out.set("score", value.score);
   return out;
 }

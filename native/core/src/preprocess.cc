@@ -21,7 +21,8 @@ constexpr Named<ColorMode> kColors[] = {{ColorMode::rgb, "rgb"}, {ColorMode::bgr
 constexpr Named<Layout> kLayouts[] = {{Layout::nchw, "NCHW"}, {Layout::nhwc, "NHWC"}};
 constexpr Named<Interpolation> kInterpolations[] = {
     {Interpolation::linear, "linear"}, {Interpolation::nearest, "nearest"}, {Interpolation::area, "area"}};
-constexpr Named<ResizeMode> kResizeModes[] = {{ResizeMode::stretch, "stretch"}, {ResizeMode::fit_height, "fit_height"}};
+constexpr Named<ResizeMode> kResizeModes[] = {
+    {ResizeMode::stretch, "stretch"}, {ResizeMode::fit_height, "fit_height"}, {ResizeMode::letterbox, "letterbox"}};
 const char* const kKnownKeys[] = {"color", "resize", "crop", "interpolation", "scale", "mean", "std",
                                   "layout", "resize_mode", "pad_value", "order"};
 
@@ -131,6 +132,49 @@ void PreprocessSpec::validate() const {
     throw bad("preprocess.resize_mode fit_height needs resize = [height, max width] and no crop",
               "give resize and drop crop, or use resize_mode stretch");
   }
+  if (resize_mode == ResizeMode::letterbox && (!resize || crop)) {
+    throw bad("preprocess.resize_mode letterbox needs resize = [height, width] and no crop",
+              "give resize and drop crop, or use resize_mode stretch");
+  }
+}
+
+Geometry PreprocessSpec::geometry(int image_height, int image_width) const {
+  Geometry g;
+  g.height = image_height;
+  g.width = image_width;
+  g.resized_height = image_height;
+  g.resized_width = image_width;
+  if (resize) {
+    g.resized_height = resize->height;
+    g.resized_width = resize->width;
+    if (resize_mode == ResizeMode::letterbox) {
+      // Python: min(H / h, W / w) in double, floor(side * scale + 0.5) within [1, H or W]
+      const double s = std::min(static_cast<double>(resize->height) / image_height,
+                                static_cast<double>(resize->width) / image_width);
+      g.resized_height = std::max(1, std::min(resize->height, static_cast<int>(std::floor(image_height * s + 0.5))));
+      g.resized_width = std::max(1, std::min(resize->width, static_cast<int>(std::floor(image_width * s + 0.5))));
+      g.top = (resize->height - g.resized_height) / 2;
+      g.left = (resize->width - g.resized_width) / 2;
+    } else if (resize_mode == ResizeMode::fit_height) {
+      const double wide = static_cast<double>(static_cast<long long>(resize->height) * image_width) / image_height;
+      g.resized_width = static_cast<int>(std::max(1.0, std::min<double>(resize->width, std::ceil(wide))));
+    }
+  }
+  if (crop) {
+    g.top -= (g.resized_height - crop->height) / 2;
+    g.left -= (g.resized_width - crop->width) / 2;
+  }
+  return g;
+}
+
+void Geometry::to_image(float box[4]) const {
+  const float sx = static_cast<float>(static_cast<double>(width) / resized_width);
+  const float sy = static_cast<float>(static_cast<double>(height) / resized_height);
+  for (int k = 0; k < 4; ++k) {
+    const bool is_x = k % 2 == 0;
+    const float v = (box[k] - static_cast<float>(is_x ? left : top)) * (is_x ? sx : sy);
+    box[k] = std::min(std::max(v, 0.0f), static_cast<float>(is_x ? width : height));
+  }
 }
 
 PreprocessSpec PreprocessSpec::from_json(const Json& object) {
@@ -199,6 +243,7 @@ struct Preprocessor::Plan {
   int crop_top = 0, crop_left = 0;
   int height = 0, width = 0;  // the image part of the tensor
   int tensor_width = 0;       // width plus the fit_height padding
+  int pad_top = 0, pad_left = 0, tensor_height = 0;  // letterbox: the image's place in the tensor
 };
 
 Preprocessor::Preprocessor(PreprocessSpec spec) : spec_(std::move(spec)) {
@@ -239,10 +284,22 @@ Preprocessor::Plan Preprocessor::plan(const ImageView& image) const {
                           static_cast<double>(image.height);
       p.resize_width = static_cast<int>(std::max(1.0, std::min<double>(p.resize_width, std::ceil(wide))));
     }
+    if (spec_.resize_mode == ResizeMode::letterbox) {
+      const Geometry g = spec_.geometry(image.height, image.width);
+      p.resize_height = g.resized_height;
+      p.resize_width = g.resized_width;
+      p.pad_top = g.top;
+      p.pad_left = g.left;
+    }
     p.height = p.resize_height;
     p.width = p.resize_width;
   }
   p.tensor_width = spec_.resize_mode == ResizeMode::fit_height ? spec_.resize->width : p.width;
+  p.tensor_height = p.height;
+  if (spec_.resize_mode == ResizeMode::letterbox) {
+    p.tensor_height = spec_.resize->height;
+    p.tensor_width = spec_.resize->width;
+  }
   if (spec_.crop) {
     const Size2 c = *spec_.crop;
     if (c.height > p.height || c.width > p.width) {
@@ -255,6 +312,7 @@ Preprocessor::Plan Preprocessor::plan(const ImageView& image) const {
     p.height = c.height;
     p.width = c.width;
     p.tensor_width = c.width;
+    p.tensor_height = c.height;
   }
   return p;
 }
@@ -265,8 +323,8 @@ Shape Preprocessor::output_shape(int image_height, int image_width) const {
   probe.width = image_width;
   const Plan p = plan(probe);
   const std::int64_t c = spec_.channels();
-  if (spec_.layout == Layout::nchw) return {c, p.height, p.tensor_width};
-  return {p.height, p.tensor_width, c};
+  if (spec_.layout == Layout::nchw) return {c, p.tensor_height, p.tensor_width};
+  return {p.tensor_height, p.tensor_width, c};
 }
 
 Tensor Preprocessor::run(const ImageView& image) const {
@@ -282,7 +340,7 @@ void Preprocessor::run_into(const ImageView& image, float* out, std::size_t capa
   image.check();
   const Plan p = plan(image);
   const int channels = spec_.channels();
-  const std::size_t total = static_cast<std::size_t>(channels) * p.height * p.tensor_width;
+  const std::size_t total = static_cast<std::size_t>(channels) * p.tensor_height * p.tensor_width;
   if (capacity < total) {
     throw Error(ExitCode::input, "the tensor buffer holds " + std::to_string(capacity) + " floats, the input needs " +
                                      std::to_string(total),
@@ -302,7 +360,14 @@ void Preprocessor::run_into(const ImageView& image, float* out, std::size_t capa
 
   const std::vector<int> source = channel_map(spec_.color, view.order);
   const float pad = static_cast<float>(spec_.pad_value);
-  const std::size_t plane = static_cast<std::size_t>(p.height) * p.tensor_width;
+  const std::size_t plane = static_cast<std::size_t>(p.tensor_height) * p.tensor_width;
+  if (p.tensor_height != p.height || p.pad_left != 0) {
+    // letterbox: the border is pad_value; the rows below write the image part at (pad_top, pad_left)
+    std::fill(out, out + total, pad);
+    const std::size_t offset = static_cast<std::size_t>(p.pad_top) * p.tensor_width + p.pad_left;
+    out += spec_.layout == Layout::nchw ? offset : offset * channels;
+  }
+  const int row_end = p.tensor_width - p.pad_left;  // the row's last column, from the (shifted) image origin
   for (int c = 0; c < channels; ++c) {
     const float* table = tables_.data() + static_cast<std::size_t>(c) * 256;
     const int sc = source[c];
@@ -312,11 +377,11 @@ void Preprocessor::run_into(const ImageView& image, float* out, std::size_t capa
       if (spec_.layout == Layout::nchw) {
         float* d = out + c * plane + row;
         for (int x = 0; x < p.width; ++x) d[x] = table[s[static_cast<std::size_t>(x) * view.channels]];
-        std::fill(d + p.width, d + p.tensor_width, pad);
+        std::fill(d + p.width, d + row_end, pad);
       } else {
         float* d = out + row * channels + c;
         for (int x = 0; x < p.width; ++x) d[static_cast<std::size_t>(x) * channels] = table[s[static_cast<std::size_t>(x) * view.channels]];
-        for (int x = p.width; x < p.tensor_width; ++x) d[static_cast<std::size_t>(x) * channels] = pad;
+        for (int x = p.width; x < row_end; ++x) d[static_cast<std::size_t>(x) * channels] = pad;
       }
     }
   }

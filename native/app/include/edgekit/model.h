@@ -15,6 +15,7 @@
 #include "edgekit/json.h"
 #include "edgekit/postprocess.h"
 #include "edgekit/preprocess.h"
+#include "edgekit/vision_task.h"
 
 namespace edgekit {
 
@@ -41,9 +42,12 @@ class Model {
 
   const ModelAssets& assets() const { return assets_; }
   const std::string& name() const { return assets_.name; }
-  bool can_predict() const { return pre_.has_value() && post_.has_value(); }
-  // Error(input) when the bundle has no task.json.
+  bool can_predict() const { return pre_.has_value() && (post_.has_value() || vision_.has_value()); }
+  // Error(input) when the bundle has no task.json, or its task is detection / segmentation
+  // (not one of the core's TaskKind: see task_name()).
   TaskKind kind() const;
+  // task.json's kind: classification, ocr_det, ocr_rec, ocr_cls, detection, segmentation.
+  std::string task_name() const;
 
   // image -> preprocess -> model.nb -> postprocess; detections in the image's pixels.
   Prediction predict(const ImageView& image);
@@ -54,16 +58,22 @@ class Model {
   std::vector<Array> infer(const float* data, const Shape& shape);
   // Task.postprocess(outputs) as JSON: one entry per sample of the first output.
   Json postprocess(const Array& output) const;
+  // Every output (detection reads several): Task.postprocess(outputs) as JSON.
+  Json postprocess(const std::vector<Array>& outputs) const;
+  // The detection / segmentation task, when the bundle has one.
+  const VisionTask* vision() const { return vision_ ? &*vision_ : nullptr; }
 
  private:
   const Preprocessor& preprocessor() const;
   const Postprocessor& postprocessor() const;
   Engine& engine();  // Error(usage) without one
+  Prediction predict_vision(const ImageView& image);
 
   ModelAssets assets_;
   std::unique_ptr<Engine> engine_;
   std::optional<Preprocessor> pre_;
   std::optional<Postprocessor> post_;
+  std::optional<VisionTask> vision_;  // detection / segmentation: the core's detection.h
 };
 
 // Detector boxes from model pixels to image pixels, as predict.py's _scaled:

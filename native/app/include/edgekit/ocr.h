@@ -1,10 +1,10 @@
 // PP-OCR as a system, step for step as edgekit/predict.py's ocr_system (the
 // Python twin `edgekit ocr` runs): the detector's boxes in image pixels, read in
-// sort_boxes order; each box cropped from the original image (edges floor/ceil,
-// clamped); the direction classifier's label and score, the crop turned 180
+// sort_boxes order; each quad warped upright out of the original image (rotate_crop; a
+// result without a quad: its box cropped, edges floor/ceil, clamped); the direction classifier's label and score, the crop turned 180
 // degrees when the label is "180" and the score is above cls_thresh; the
 // recogniser's text and confidence. One JSON object per line with the keys
-// box, det_score, [angle, angle_score,] text, confidence.
+// box, [quad,] det_score, [angle, angle_score,] text, confidence.
 #pragma once
 
 #include <array>
@@ -31,6 +31,13 @@ struct PixelRect {
 };
 // The pixels a box covers in an image of height x width: floor/ceil, clamped.
 PixelRect crop_rect(const Box& box, int height, int width);
+
+// predict.rotate_crop (PaddleOCR's get_rotate_crop_image): the quad (top-left, top-right,
+// bottom-right, bottom-left, image pixels) warped upright by bilinear sampling with
+// replicated borders, turned 90 degrees counter-clockwise when height / width >= 1.5.
+// An empty image (height 0) when the quad is narrower than a pixel.
+using Quad = std::array<std::array<double, 2>, 4>;
+Image rotate_crop(const ImageView& image, const Quad& quad);
 
 // piece[::-1, ::-1]: rows and columns reversed, channels kept.
 Image rotate180(const ImageView& image);

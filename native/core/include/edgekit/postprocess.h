@@ -7,6 +7,7 @@
 //   auto lines = post.recognize(output0);        // or typed, per task kind
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -48,25 +49,19 @@ struct DbOptions {
   double unclip_ratio = 1.5;
   int min_size = 3;
   int max_candidates = 1000;
+  bool slow_score = false;  // score_mode "slow": the mean inside the contour, not its rectangle
 };
 
 struct TextBox {
-  double x0 = 0, y0 = 0, x1 = 0, y1 = 0;  // pixels of the map, x1/y1 exclusive, rounded to 2 decimals
-  double score = 0;                       // mean probability inside the box, rounded to 6 decimals
+  std::array<std::array<std::int64_t, 2>, 4> quad{};  // map pixels: top-left, top-right, bottom-right, bottom-left
+  double x0 = 0, y0 = 0, x1 = 0, y1 = 0;              // the quad's axis-aligned bounds
+  double score = 0;                                   // mean probability inside the rectangle, rounded to 6 decimals
 };
 
-// One probability map [height, width]: 8-connected components of prob > thresh in
-// OpenCV's label order, each box grown by the DB unclip distance.
+// One probability map [height, width]: PaddleOCR's DB post-processing as
+// edgekit/tasks/db.py's db_quads (contours, minimum-area rectangles, box score,
+// Clipper unclip), in cv2.findContours' order. Geometry: edgekit/db_geometry.h.
 std::vector<TextBox> db_boxes(const float* prob, int height, int width, const DbOptions& options);
-
-// The components of a 0/1 bitmap as cv2.connectedComponentsWithStats(connectivity=8)
-// numbers them (background excluded): raster order of the 2x2 blocks the image is
-// scanned in, i.e. ordered by (first row pair, first column pair) touched.
-struct Component {
-  int left = 0, top = 0, width = 0, height = 0;
-  std::int64_t area = 0;
-};
-std::vector<Component> connected_components(const std::uint8_t* bitmap, int height, int width);
 
 // --- PP-OCR recognition (CTC) and direction -------------------------------------
 

@@ -20,11 +20,21 @@ namespace edgekit {
 
 enum class ColorMode { rgb, bgr, gray };
 enum class Layout { nchw, nhwc };
-enum class ResizeMode { stretch, fit_height };
+enum class ResizeMode { stretch, fit_height, letterbox };
 
 struct Size2 {
   int height = 0;
   int width = 0;
+};
+
+// Where an image lands in the tensor (Python's data.Geometry): resized to
+// resized_height x resized_width with its top-left corner at (top, left).
+struct Geometry {
+  int height = 0, width = 0;
+  int resized_height = 0, resized_width = 0;
+  int top = 0, left = 0;
+  // A box [x0, y0, x1, y1] in tensor pixels -> image pixels, clamped to the image (float32 as Python).
+  void to_image(float box[4]) const;
 };
 
 // Mirrors PreprocessSpec (its fields, defaults and checks); `order` is informational.
@@ -46,6 +56,8 @@ struct PreprocessSpec {
   // The "preprocess" object; unknown keys are refused (they could change the result).
   static PreprocessSpec from_json(const Json& object);
   Json to_json() const;
+  // letterbox: scale min(H / h, W / w), sides rounded half up, centred; stretch / fit_height / none likewise.
+  Geometry geometry(int image_height, int image_width) const;
 };
 
 // preprocess.json: the model's feed names and the spec (absent when the bundle was

@@ -28,6 +28,10 @@ object Results {
                     "%.3f".format(r.getDouble("score")), emptyList())
             }
             "ocr_det" -> Overlay(imageWidth, imageHeight, null, boxes(result as JSONArray))
+            "detection" -> Overlay(imageWidth, imageHeight, null, detections(result as JSONArray))
+            // the per-pixel mask is in "rle"; the overlay shows the class shares (no mask drawing here yet)
+            "segmentation" -> Overlay(imageWidth, imageHeight, classShares((result as JSONObject).getJSONObject("classes")),
+                emptyList())
             "ocr_rec" -> Overlay(imageWidth, imageHeight, (result as JSONObject).getString("text"), emptyList())
             "ocr_cls" -> Overlay(imageWidth, imageHeight, "angle ${(result as JSONObject).getString("label")}", emptyList())
             else -> Overlay(imageWidth, imageHeight, result.toString(), emptyList())
@@ -41,6 +45,15 @@ object Results {
         val line = lines.getJSONObject(it)
         Box(rect(line.getJSONArray("box")), line.optString("text"))
     }
+
+    /** Detections scoring at least [minScore] (the core returns every one above task.json's threshold). */
+    private fun detections(items: JSONArray, minScore: Double = 0.5) = (0 until items.length())
+        .map { items.getJSONObject(it) }
+        .filter { it.getDouble("score") >= minScore }
+        .map { Box(rect(it.getJSONArray("box")), "${it.getString("label")} " + "%.2f".format(it.getDouble("score"))) }
+
+    private fun classShares(classes: JSONObject) =
+        classes.keys().asSequence().joinToString("  ") { "$it " + "%.1f%%".format(classes.getDouble(it)) }
 
     private fun boxes(items: JSONArray) = (0 until items.length()).map {
         val item = items.getJSONObject(it)

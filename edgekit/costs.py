@@ -1,0 +1,237 @@
+"""Instruction counts as a cost figure: measured under emulation, recorded in the manifest, compared across bundles.
+
+Emulated wall time says nothing about a Cortex-A core and moves with the host's load;
+the number of guest instructions an inference executes on Lite's real ARM kernels does
+not move at all (lite/icount.py). `measure` counts one sample of a model.nb on the given
+kernel paths (CPU profiles; `kernel_paths` picks tier C's) and returns the manifest's
+`emulation.instruction_counts`; `estimate` turns counts into a labelled latency estimate;
+`compare` and `table` put bundles side by side for `edgekit bench`; `regressions` is the
+count gate (not yet called by the device suite).
+
+The figure per kernel path is the first timed run after one warm-up: within one runner
+process FP32 kernels vary by up to 0.3 % from run to run (scalar code only; the SIMD count is
+constant), but the sequence is the same in every process, so a fixed run index gives the
+same number on every host. The spread of the timed runs is recorded beside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from .errors import ConfigError, InputModelError
+from .tables import CPU_PROFILES
+
+log = logging.getLogger(__name__)
+
+SCHEMA = "edgekit.instruction-counts/1"
+WARMUP, REPEAT = 1, 1          # the figure is timed run 0 after one warm-up; more timed runs measure the spread
+CLASSES = ("simd_fp", "load_store", "branch", "other", "dot_product")
+
+
+def profiles_for(abi: str) -> list[str]:
+    """Every CPU profile (kernel path) that exists for an emulation ABI, in table order."""
+    return [name for name, profile in CPU_PROFILES.items() if abi in profile.abis]
+
+
+def kernel_paths(abi: str, configured: str = "default") -> list[str]:
+    """The profiles tier C counts: one per distinct INT8 kernel family of the ABI (the first profile in table order:
+    `default` for plain NEON, `a55` for dot product), plus the build's own --cpu profile. `a53` runs the default
+    path's kernels on qemu's Cortex-A53 model (measured within 0.2 % of `default`); it is counted when asked for."""
+    chosen, families = [], set()
+    for name in profiles_for(abi):
+        family = CPU_PROFILES[name].int8_kernels
+        if family not in families or name == configured:
+            chosen.append(name)
+            families.add(family)
+    return chosen
+
+
+def measure(emulator, nb_file: Path, sample: Mapping[str, np.ndarray], *,
+            cache_folder: Path | None = None, profiles: Sequence[str] | None = None, repeat: int = REPEAT) -> dict:
+    """Count one sample's inference of `nb_file` on each kernel path; one qemu process per path, in parallel.
+
+    `emulator` is an `edgekit.emulation.Emulator`; `sample` holds one sample per input (shapes already checked:
+    no --expect, so the runner's invocation depends on nothing but the model and the sample).
+    Cached by the .nb, the sample, the runtime, the runner and plugin builds. `repeat` timed runs follow the
+    warm-up (the figure is the first; more only measure the in-process spread).
+    """
+    from . import atomic
+    from .artifacts import sha256_file
+    from .emulation import native_cache
+    from .lite import icount, native
+
+    plugin = icount.build_plugin(native_cache())
+    names = list(profiles or profiles_for(emulator.abi))
+    digest = hashlib.sha256()
+    for name in sorted(sample):
+        array = np.ascontiguousarray(sample[name])
+        digest.update(name.encode() + str(array.dtype).encode() + str(array.shape).encode() + array.tobytes())
+    key = hashlib.sha256(json.dumps({
+        "schema": SCHEMA, "nb": sha256_file(nb_file), "sample": digest.hexdigest(), "runtime": emulator.runtime.sha256,
+        "runner": emulator.build.key, "plugin": icount.plugin_key()[0], "profiles": names,
+        "runs": [WARMUP, repeat]}, sort_keys=True).encode()).hexdigest()
+    cached = cache_folder / f"{key}.counts.json" if cache_folder is not None else None
+    if cached is not None and cached.is_file():
+        try:
+            return dict(json.loads(cached.read_text(encoding="utf-8")), cached=True)
+        except (OSError, ValueError):
+            log.warning("ignoring an unreadable instruction-count cache entry %s", cached.name)
+    start = time.monotonic()
+
+    def one(profile: str) -> tuple[str, dict]:
+        with icount.canonical_paths(emulator.build, emulator.runtime, nb_file) as (build, runtime, nb, work):
+            result = native.run_runner(build, runtime, nb, sample, threads=1, warmup=WARMUP,
+                                       repeat=repeat, cpu_profile=profile, timeout=emulator.timeout, workdir=work,
+                                       icount_plugin=plugin)
+        counts = result.counts
+        totals = [r["total"] for r in counts.timed]
+        return profile, {"kernel_path": (result.record.get("cpu") or {}).get("int8_kernel_path"),
+                         "per_inference": counts.timed[0], "first_inference": counts.passes[0]["total"],
+                         "timed_totals": totals, "spread": (max(totals) - min(totals)) / max(1, min(totals)),
+                         "classifier": counts.classifier}
+
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:
+        paths = dict(pool.map(one, names))
+    found = {"ran": True, "schema": SCHEMA, "unit": "guest instructions per inference (qemu TCG plugin, one thread)",
+             "input": "evaluation sample 0", "warmup": WARMUP, "repeat": repeat,
+             "figure": "timed run 0 after the warm-up; first_inference = the first run (Lite's one-time work)",
+             "plugin": icount.plugin_key()[0][:16], "paths": paths, "seconds": round(time.monotonic() - start, 2)}
+    if cached is not None:
+        atomic.write_json(cached, found)
+    return dict(found, cached=False)
+
+
+# ----------------------------------------------------------------- the latency estimate
+
+# ms = instructions x ns_per_instruction on the kernel path the core runs, fitted by bench/bench_costs.py to
+# Paddle-Lite v2.11's published table (docs/performance/benchmark.md, 1 thread) on MobileNetV1/V2/V3-L/V3-S and
+# ResNet50 at 224x224, FP32 and INT8; error = leave-one-model-out |error| over those ten figures (docs/costs.md).
+ESTIMATE_SOURCE = "Paddle-Lite v2.11 benchmark.md (1 thread); fit: bench/bench_costs.py, docs/costs.md"
+ESTIMATES = {
+    "Snapdragon 865 (Cortex-A77)": {"ns_per_instruction": 0.1634, "paths": {"fp32": "default", "int8": "a55"},
+                                    "loo_error_pct": {"median": 5.5, "max": 16.1}},
+    "RK3399 (Cortex-A72)": {"ns_per_instruction": 0.5743, "paths": {"fp32": "default", "int8": "default"},
+                            "loo_error_pct": {"median": 13.6, "max": 36.8}},
+}
+
+
+def estimate(paths: Mapping[str, Mapping], precision: str) -> dict | None:
+    """An estimate (not a measurement) of one-thread latency per published core, from an arm64 bundle's counts
+    (`paths`: kernel path -> {"per_inference": counts}); None when the counts lack the paths the fit used."""
+    kind = "int8" if precision == "int8" else "fp32"      # weight-only precisions compute in float
+    cores = {}
+    for core, fit in ESTIMATES.items():
+        counted = paths.get(fit["paths"][kind])
+        if not counted:
+            return None
+        cores[core] = {"ms": round(counted["per_inference"]["total"] * fit["ns_per_instruction"] / 1e6, 2),
+                       "kernel_path": fit["paths"][kind], "loo_error_pct": fit["loo_error_pct"]}
+    return {"label": "estimate from instruction counts, not a measurement", "source": ESTIMATE_SOURCE,
+            "cannot_know": "memory bandwidth and caches, big.LITTLE scheduling, thermal limits, other threads",
+            "cores": cores}
+
+
+# ----------------------------------------------------------------- comparing bundles
+
+@dataclass(frozen=True)
+class CostRow:
+    bundle: str
+    model: str
+    target: str
+    precision: str
+    variant: str                  # "pruned", "no-fold", ... (what the build changed)
+    paths: dict                   # kernel path -> per_inference counts
+
+    def total(self, path: str) -> int | None:
+        counts = self.paths.get(path)
+        return counts["total"] if counts else None
+
+
+def row(bundle: Path, manifest: Mapping) -> CostRow:
+    """A bundle's counts as recorded by tier C; InputModelError when the manifest has none."""
+    emulation = manifest.get("emulation") or {}
+    counts = emulation.get("instruction_counts") or {}
+    paths = counts.get("paths") if isinstance(counts, Mapping) else None
+    if not paths:
+        why = emulation.get("reason") or counts.get("reason") or "the bundle predates instruction counts"
+        raise InputModelError(f"{bundle} records no instruction counts ({why})",
+                              "rebuild it with tier C (EDGEKIT_LITE_ARM set, without --no-emulation)")
+    model = manifest.get("model") or {}
+    config = manifest.get("config") or {}
+    variant = [v for v, on in (("pruned", bool(manifest.get("pruning"))),
+                               ("no-fold", config.get("fold") is False)) if on]
+    return CostRow(str(bundle), str(model.get("name", "?")), str(model.get("target", "?")),
+                   str(model.get("precision", "?")), "+".join(variant) or "-",
+                   {p: c["per_inference"] for p, c in paths.items()})
+
+
+def compare(rows: Sequence[CostRow]) -> dict:
+    """Every bundle's counts per kernel path and its ratio to the first bundle's (the baseline) on the same path."""
+    if not rows:
+        raise ConfigError("bench needs at least one bundle", "pass bundle folders written by edgekit build")
+    seen = {p for r in rows for p in r.paths}
+    paths = [p for p in CPU_PROFILES if p in seen] + sorted(seen - set(CPU_PROFILES))
+    base = rows[0]
+    out = []
+    for r in rows:
+        entry = {"bundle": r.bundle, "model": r.model, "target": r.target, "precision": r.precision,
+                 "variant": r.variant, "paths": {}}
+        for p in paths:
+            counts = r.paths.get(p)
+            if counts is None:
+                continue
+            ref = base.total(p)
+            entry["paths"][p] = dict(counts, vs_first=round(counts["total"] / ref, 4) if ref else None)
+        entry["latency_estimate"] = (estimate({p: {"per_inference": c} for p, c in r.paths.items()}, r.precision)
+                                     if r.target == "arm64" else None)
+        out.append(entry)
+    return {"schema": "edgekit.bench/1", "unit": "guest instructions per inference", "baseline": base.bundle,
+            "paths": paths, "bundles": out}
+
+
+def table(result: Mapping) -> list[str]:
+    """The comparison as text: one line per bundle and kernel path."""
+    header = f"{'bundle':<34} {'path':<8} {'total':>13} {'vs 1st':>7} {'simd/fp':>7} {'ld/st':>6} {'branch':>6} {'dot':>6}"
+    lines = [f"instruction counts per inference (baseline: {result['baseline']})", header, "-" * len(header)]
+    for entry in result["bundles"]:
+        name = f"{entry['model']} {entry['target']}-{entry['precision']}" + (
+            f" {entry['variant']}" if entry["variant"] != "-" else "")
+        for path, c in entry["paths"].items():
+            share = {k: c[k] / c["total"] if c["total"] else 0.0 for k in CLASSES}
+            ratio = f"{c['vs_first']:.3f}" if c.get("vs_first") is not None else "-"
+            lines.append(f"{name[:34]:<34} {path:<8} {c['total']:>13,} {ratio:>7} {share['simd_fp']:>7.1%} "
+                         f"{share['load_store']:>6.1%} {share['branch']:>6.1%} {share['dot_product']:>6.1%}")
+    return lines
+
+
+def regressions(baseline: Mapping[str, int], current: Mapping[str, int], *, tolerance: float = 0.0) -> list[str]:
+    """Kernel paths whose count grew beyond `tolerance` (a fraction; 0 = any growth), as one line each."""
+    found = []
+    for path, before in baseline.items():
+        now = current.get(path)
+        if now is not None and before and now > before * (1 + tolerance):
+            found.append(f"{path}: {now:,} instructions per inference, baseline {before:,} "
+                         f"(+{(now - before) / before:.2%})")
+    return found
+
+
+def bench_bundles(paths: Sequence[Path]) -> dict:
+    """`edgekit bench`: the recorded counts of each bundle folder, compared with the first one's."""
+    from . import bundle as bundle_mod
+
+    rows = []
+    for path in paths:
+        path = Path(path)
+        if not path.is_dir():
+            raise InputModelError(f"{path} is not a bundle folder", "pass folders written by edgekit build")
+        rows.append(row(path, bundle_mod.load(path).manifest))
+    return compare(rows)

@@ -1,0 +1,158 @@
+"""Instruction counts of Lite's ARM kernels: the QEMU plugin of native/plugin/ and its JSON.
+
+qemu-user runs the real ARM kernels; the plugin (`libedgekit_icount.so`, host code) counts
+the guest instructions each inference executes, by class, between the markers
+edgekit-lite-run sets around every `engine.run()`. The same binary, model and input give
+the same count on any host, loaded or not: a cost figure CI can gate on, unlike emulated
+wall time. `build_plugin` builds it (cached by content); `parse_counts` is the one
+reader of its file (schema edgekit.icount/1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Mapping
+
+from edgekit import proc
+from edgekit.atomic import publish_dir, staging_dir
+from edgekit.errors import EmulationUnavailable, ToolError
+
+ICOUNT_SCHEMA = "edgekit.icount/1"
+CLASSES = ("simd_fp", "load_store", "branch", "other")   # disjoint, they sum to total; dot_product is part of simd_fp
+FIELDS = ("total", *CLASSES, "dot_product")
+LIBRARY = "libedgekit_icount.so"
+
+
+@dataclass(frozen=True)
+class InstructionCounts:
+    """Guest instructions per inference, by class: one region per engine run, in the runner's order."""
+
+    target: str                     # the plugin's guest: "aarch64" or "arm"
+    classifier: str                 # "encoding" (aarch64) or "disassembly" (32-bit ARM)
+    passes: tuple[dict, ...]        # the pass over the samples, one per chunk (the first includes Lite's first-run work)
+    warmups: tuple[dict, ...]
+    timed: tuple[dict, ...]         # each {"total", "simd_fp", "load_store", "branch", "other", "dot_product"}
+
+
+def parse_counts(data: object, record: Mapping) -> InstructionCounts:
+    """The plugin's JSON read against the runner's record of the same run: region i is the runner's i-th
+    inference (pass chunks, then warm-ups, then timed runs), so the numbers must agree."""
+    def bad(why: str) -> ToolError:
+        return ToolError(f"instruction counts unusable: {why}", "rebuild native/ and its plugin (stale build?)")
+
+    if not isinstance(data, dict) or data.get("schema") != ICOUNT_SCHEMA:
+        raise bad(f"not an {ICOUNT_SCHEMA} document")
+    regions = data.get("regions")
+    if not isinstance(regions, list) or not all(isinstance(r, dict) for r in regions):
+        raise bad("no region list")
+    if data.get("open_regions") or data.get("unmatched_ends") or data.get("dropped_regions"):
+        raise bad(f"unbalanced markers (open {data.get('open_regions')}, unmatched ends {data.get('unmatched_ends')}, "
+                  f"dropped {data.get('dropped_regions')})")
+    vcpus = data.get("vcpus")
+    if isinstance(vcpus, int) and vcpus > 1:
+        raise bad(f"the guest ran {vcpus} threads; counts are exact with one thread only")
+    if any(r.get("depth") != 0 or not all(type(r.get(f)) is int and r[f] >= 0 for f in FIELDS) for r in regions):
+        raise bad("a region is nested or lacks a class count")
+    if any(r["total"] != sum(r[c] for c in CLASSES) or r["dot_product"] > r["simd_fp"] for r in regions):
+        raise bad("a region's classes do not add up")
+    runs = [len(record.get(k) or ()) for k in ("pass_ms", "warmup_ms", "iteration_ms")]
+    if len(regions) != sum(runs):
+        raise bad(f"{len(regions)} counted regions for {sum(runs)} runs (pass {runs[0]}, warm-up {runs[1]}, "
+                  f"timed {runs[2]})")
+    clean = tuple({f: r[f] for f in FIELDS} for r in regions)
+    return InstructionCounts(str(data.get("target")), str(data.get("classifier")), clean[:runs[0]],
+                             clean[runs[0]:runs[0] + runs[1]], clean[runs[0] + runs[1]:])
+
+
+def plugin_key() -> tuple[str, dict]:
+    """Hash of native/plugin/'s files, the host C compiler, cmake and the generator."""
+    from . import native
+
+    folder = native._native_dir() / "plugin"
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix not in native.NOT_BUILD_INPUTS):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
+    inputs = {"sources": digest.hexdigest(), "compiler": native._first_line(["cc", "--version"]),
+              "cmake": native._first_line(["cmake", "--version"]), "generator": native._generator()}
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest(), inputs
+
+
+def build_plugin(cache_root: Path, *, timeout: float = 300) -> Path:
+    """native/plugin/ built for this host (qemu loads it), cached under cache_root/native/icount-<key>; the .so."""
+    from . import native
+
+    for command, package in (("cmake", "cmake"), ("cc", "gcc")):
+        if shutil.which(command) is None:
+            raise EmulationUnavailable(f"missing {command} to build the instruction-counting plugin",
+                                       f"apt-get install {package} (or run native/install-deps.sh)")
+    key, inputs = plugin_key()
+    folder = Path(cache_root).expanduser().absolute() / "native"
+    final = folder / f"icount-{key[:16]}"
+    library = final / LIBRARY
+    if library.is_file():
+        return library
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / f".{final.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if library.is_file():
+            return library
+        with staging_dir(folder, ".icount-") as scratch:
+            steps = [["cmake", "-S", str(native._native_dir() / "plugin"), "-B", str(scratch), "-G", native._generator(),
+                      "-DCMAKE_BUILD_TYPE=Release"], ["cmake", "--build", str(scratch)]]
+            for argv in steps:
+                done = proc.run(argv, timeout=timeout, what="cmake (icount plugin)")
+                if done.returncode != 0:
+                    raise ToolError(f"building native/plugin failed: {done.tail(4)}",
+                                    "rerun by hand: cmake -S native/plugin -B BUILD_DIR && cmake --build BUILD_DIR")
+            (scratch / "edgekit-build.json").write_text(json.dumps({"key": key, "inputs": inputs}, indent=2) + "\n")
+            publish_dir(scratch, final, keep_existing=lambda entry: (entry / LIBRARY).is_file())
+        for old in folder.glob("icount-*"):
+            if old != final and time.time() - old.stat().st_mtime > native.PRUNE_AFTER_SECONDS:
+                shutil.rmtree(old, ignore_errors=True)
+    return library
+
+
+CANONICAL_ROOT = Path("/tmp/edgekit-icount")   # fixed, so every guest-visible path has the same length on every host
+
+
+@contextlib.contextmanager
+def canonical_paths(build, runtime, nb_file: Path) -> Iterator[tuple]:
+    """(build, runtime, nb_file, workdir) seen through symlinks in a fresh folder of fixed-length name.
+
+    Why: the count moves with the lengths of the strings the guest holds (argv, environment, the paths the runner
+    keeps), by ~0.1 % (measured: the same .nb from /tmp/ic/a/ and /tmp/ic/abcdefghijk/ counted 782,307 and
+    781,548, alignment-dependent scalar code). run_runner gives the counted guest an empty environment; here the
+    runner, Lite's library folder, the shim, the model and the work folder get paths of one length everywhere.
+    """
+    CANONICAL_ROOT.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="r", dir=CANONICAL_ROOT))
+    try:
+        links = {"edgekit-lite-run": build.runner, "lib": runtime.lib_dir, "model.nb": Path(nb_file).absolute()}
+        if build.shim is not None:
+            links["shim.so"] = build.shim
+        for name, target in links.items():
+            (folder / name).symlink_to(target)
+        seen_build = dataclasses.replace(build, runner=folder / "edgekit-lite-run",
+                                         shim=folder / "shim.so" if build.shim is not None else None)
+        yield seen_build, dataclasses.replace(runtime, lib_dir=folder / "lib"), folder / "model.nb", folder / "work"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def read_counts(path: Path, record: Mapping, what: str) -> InstructionCounts:
+    if not path.is_file():
+        raise ToolError(f"{what}: the counting plugin wrote no {path.name}", "check qemu's stderr (plugin not loaded?)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ToolError(f"{what}: unreadable instruction counts ({exc})", "rerun; report it if it persists") from None
+    return parse_counts(data, record)

@@ -1,0 +1,205 @@
+/* edgekit's instruction-counting plugin for qemu-user (TCG plugin API version 1,
+ * QEMU 7.2): counts the guest instructions executed between the markers of
+ * markers.h, by class (decode.h), and writes every marked region's counts as
+ * JSON when the guest exits.
+ *
+ *   qemu-aarch64 -plugin libedgekit_icount.so,out=COUNTS.json ... edgekit-lite-run ...
+ *
+ * Counting is always on, as inline 64-bit adds (no helper calls): a block adds
+ * its per-class totals when it starts, except blocks holding a marker, which
+ * add per instruction so that the region starts and ends exactly at the marker.
+ * A marker's callback snapshots the counters: the region is the difference, so
+ * nested regions each get their own figure. Markers themselves are not counted.
+ * The counters are not atomic: a guest running several threads gets inexact
+ * counts (the JSON says how many vCPUs ran). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode.h"
+#include "markers.h"
+#include "qemu_plugin_api.h"
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
+
+#define MAX_DEPTH 64
+
+enum { SLOT_DOT = IC_CLASSES, SLOTS };
+
+typedef struct {
+  uint64_t count[SLOTS];
+  int depth;
+} region;
+
+static struct {
+  uint64_t counter[SLOTS]; /* since start; the regions are differences */
+  uint64_t open[MAX_DEPTH][SLOTS];
+  int depth;
+  region *done;
+  size_t done_count, done_capacity;
+  uint64_t unmatched_ends, too_deep;
+  unsigned vcpus;
+  int a64;
+  char target[32];
+  const char *out;
+} state;
+
+static void on_vcpu_init(qemu_plugin_id_t id, unsigned int vcpu) {
+  (void)id;
+  (void)vcpu;
+  ++state.vcpus;
+}
+
+static void on_begin(unsigned int vcpu, void *unused) {
+  (void)vcpu;
+  (void)unused;
+  if (state.depth >= MAX_DEPTH) {
+    ++state.too_deep;
+    return;
+  }
+  memcpy(state.open[state.depth++], state.counter, sizeof state.counter);
+}
+
+static void on_end(unsigned int vcpu, void *unused) {
+  (void)vcpu;
+  (void)unused;
+  if (state.depth == 0) {
+    ++state.unmatched_ends;
+    return;
+  }
+  --state.depth;
+  if (state.done_count == state.done_capacity) {
+    const size_t grown = state.done_capacity ? state.done_capacity * 2 : 64;
+    region *more = realloc(state.done, grown * sizeof *more);
+    if (more == NULL) {
+      ++state.too_deep;
+      return;
+    }
+    state.done = more;
+    state.done_capacity = grown;
+  }
+  region *r = &state.done[state.done_count++];
+  for (int s = 0; s < SLOTS; ++s) r->count[s] = state.counter[s] - state.open[state.depth][s];
+  r->depth = state.depth;
+}
+
+static uint32_t word_of(const struct qemu_plugin_insn *insn, size_t *size) {
+  uint32_t w = 0;
+  *size = qemu_plugin_insn_size(insn);
+  memcpy(&w, qemu_plugin_insn_data(insn), *size < sizeof w ? *size : sizeof w);
+  return w;
+}
+
+static ic_kind classify(struct qemu_plugin_insn *insn, uint32_t word) {
+  if (state.a64) return ic_classify_a64(word);
+  char *text = qemu_plugin_insn_disas(insn);
+  const ic_kind k = ic_classify_arm_text(text);
+  free(text);
+  return k;
+}
+
+static enum ic_marker marker_of(uint32_t word, size_t size) {
+  if (size != 4) return IC_NO_MARKER;
+  return state.a64 ? ic_marker_a64(word) : ic_marker_arm(word);
+}
+
+static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
+  (void)id;
+  const size_t n = qemu_plugin_tb_n_insns(tb);
+  uint64_t per_class[SLOTS] = {0};
+  int has_marker = 0;
+  for (size_t i = 0; i < n && !has_marker; ++i) {
+    size_t size;
+    const uint32_t w = word_of(qemu_plugin_tb_get_insn(tb, i), &size);
+    has_marker = marker_of(w, size) != IC_NO_MARKER;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+    size_t size;
+    const uint32_t w = word_of(insn, &size);
+    const enum ic_marker m = marker_of(w, size);
+    if (m != IC_NO_MARKER) {
+      qemu_plugin_register_vcpu_insn_exec_cb(insn, m == IC_BEGIN ? on_begin : on_end, QEMU_PLUGIN_CB_NO_REGS, NULL);
+      continue;
+    }
+    const ic_kind k = classify(insn, w);
+    if (has_marker) {
+      qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64, &state.counter[k.cls], 1);
+      if (k.dot_product) qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64,
+                                                                    &state.counter[SLOT_DOT], 1);
+    } else {
+      per_class[k.cls] += 1;
+      per_class[SLOT_DOT] += (uint64_t)k.dot_product;
+    }
+  }
+  for (int s = 0; s < SLOTS; ++s) {
+    if (per_class[s]) qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &state.counter[s],
+                                                               per_class[s]);
+  }
+}
+
+static void write_counts(FILE *f) {
+  fprintf(f, "{\n  \"schema\": \"edgekit.icount/1\",\n  \"target\": \"%s\",\n", state.target);
+  fprintf(f, "  \"classifier\": \"%s\",\n", state.a64 ? "encoding" : "disassembly");
+  fprintf(f, "  \"markers\": {\"begin\": \"hint #%d\", \"end\": \"hint #%d\"},\n", EDGEKIT_ICOUNT_BEGIN,
+          EDGEKIT_ICOUNT_END);
+  fprintf(f, "  \"vcpus\": %u,\n  \"open_regions\": %d,\n  \"unmatched_ends\": %llu,\n  \"dropped_regions\": %llu,\n",
+          state.vcpus, state.depth, (unsigned long long)state.unmatched_ends, (unsigned long long)state.too_deep);
+  fprintf(f, "  \"regions\": [");
+  for (size_t i = 0; i < state.done_count; ++i) {
+    const region *r = &state.done[i];
+    uint64_t total = 0;
+    for (int c = 0; c < IC_CLASSES; ++c) total += r->count[c];
+    fprintf(f, "%s\n    {\"depth\": %d, \"total\": %llu", i ? "," : "", r->depth, (unsigned long long)total);
+    for (int c = 0; c < IC_CLASSES; ++c) fprintf(f, ", \"%s\": %llu", ic_class_names[c], (unsigned long long)r->count[c]);
+    fprintf(f, ", \"dot_product\": %llu}", (unsigned long long)r->count[SLOT_DOT]);
+  }
+  fprintf(f, "%s]\n}\n", state.done_count ? "\n  " : "");
+}
+
+/* Written beside the target and renamed, so a reader never sees half a file. */
+static void on_exit_guest(qemu_plugin_id_t id, void *unused) {
+  (void)id;
+  (void)unused;
+  const size_t length = strlen(state.out) + 16;
+  char *partial = malloc(length);
+  if (partial == NULL) return;
+  snprintf(partial, length, "%s.partial", state.out);
+  FILE *f = fopen(partial, "w");
+  if (f != NULL) {
+    write_counts(f);
+    if (fclose(f) == 0) rename(partial, state.out);
+  }
+  if (f == NULL) fprintf(stderr, "edgekit icount: cannot write %s\n", partial);
+  free(partial);
+}
+
+QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc, char **argv) {
+  for (int i = 0; i < argc; ++i) {
+    if (strncmp(argv[i], "out=", 4) == 0 && argv[i][4] != '\0') {
+      state.out = argv[i] + 4; /* argv lives as long as the plugin */
+    } else {
+      fprintf(stderr, "edgekit icount: unknown argument '%s' (the one argument is out=FILE.json)\n", argv[i]);
+      return 1;
+    }
+  }
+  if (state.out == NULL) {
+    fprintf(stderr, "edgekit icount: no output file: load it as -plugin libedgekit_icount.so,out=FILE.json\n");
+    return 1;
+  }
+  if (info->system_emulation) {
+    fprintf(stderr, "edgekit icount: counts user-mode guests only (qemu-aarch64, qemu-arm)\n");
+    return 1;
+  }
+  snprintf(state.target, sizeof state.target, "%s", info->target_name ? info->target_name : "unknown");
+  state.a64 = strcmp(state.target, "aarch64") == 0;
+  if (!state.a64 && strcmp(state.target, "arm") != 0) {
+    fprintf(stderr, "edgekit icount: guest '%s' is neither aarch64 nor arm\n", state.target);
+    return 1;
+  }
+  qemu_plugin_register_vcpu_init_cb(id, on_vcpu_init);
+  qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
+  qemu_plugin_register_atexit_cb(id, on_exit_guest, NULL);
+  return 0;
+}

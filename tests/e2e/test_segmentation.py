@@ -1,0 +1,64 @@
+"""The segmenter example through the real toolchain: arm64 INT8 with mIoU in tiers A, B (and C with an ARM runtime)
+on 12 of its evaluation scenes; `edgekit run` gives a class map of the image's own size."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bundles import manifest
+
+from edgekit.examples import segmenter
+from edgekit.examples.segmenter import train
+from edgekit.tasks.segmentation import decode_rle
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLE = Path(segmenter.__file__).parent
+SAMPLES = 12
+INT8_BUDGET = 1.0            # miou points (the [parity] default int8 gate)
+MIN_MIOU = 65.0              # measured 77.9 on all 32 scenes
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory, cli):
+    folder = tmp_path_factory.mktemp("segmenter")
+    text = (EXAMPLE / "edgekit.toml").read_text(encoding="utf-8")
+    for key in ("weights = \"", "calibration = \"", "evaluation = \"", "labels = \""):
+        text = text.replace(key, key + str(EXAMPLE) + "/")
+    text = text.replace("[parity]\n", f"[parity]\nmax_samples = {SAMPLES}\n")
+    (folder / "edgekit.toml").write_text(text, encoding="utf-8")
+    args = ["build", "-c", folder / "edgekit.toml", "--target", "arm64", "--quant", "int8", "--out", folder / "out",
+            "--quiet"]
+    if not os.environ.get("EDGEKIT_LITE_ARM"):
+        args.append("--no-emulation")
+    cli(*args)
+    return folder / "out" / "segmenter" / "arm64-int8"
+
+
+def test_miou_in_every_tier(bundle):
+    m = manifest(bundle)
+    assert m["task"]["kind"] == "segmentation" and m["task"]["primary"] == "miou"
+    metrics = m["parity"]["metrics"]
+    fp32, twin, int8 = metrics["fp32 reference"], metrics["x86 twin .nb"], metrics["int8 simulated"]
+    assert fp32["miou"] >= MIN_MIOU and fp32["pixel_accuracy"] >= 90.0
+    assert abs(twin["miou"] - fp32["miou"]) <= 0.01                # tier A: FP32 kernels, the same pixels
+    assert fp32["miou"] - int8["miou"] <= INT8_BUDGET
+    arm = metrics.get("arm64 .nb (emulated ARM)")
+    if os.environ.get("EDGEKIT_LITE_ARM"):
+        assert arm is not None and abs(arm["miou"] - int8["miou"]) <= INT8_BUDGET
+
+
+def test_run_maps_classes_onto_the_image(bundle, cli):
+    index = 2
+    scene = train.scene_of(train.EVAL_SEED + index)
+    result = cli("run", bundle, EXAMPLE / "data" / "eval" / f"eval{index:03d}.png", "--engine", "twin").stdout
+    found = json.loads(result.strip().splitlines()[-1])
+    mask = decode_rle(found)
+    assert mask.shape == scene.mask.shape and found["size"] == list(scene.mask.shape)
+    assert (mask == scene.mask).mean() >= 0.9
+    assert set(found["classes"]) <= set(train.LABELS) and abs(sum(found["classes"].values()) - 100.0) < 0.01

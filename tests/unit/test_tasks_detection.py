@@ -1,0 +1,260 @@
+"""Detection and segmentation tasks: decoding, NMS, letterbox math, COCO metrics (against pycocotools), bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgekit.data import PreprocessSpec
+from edgekit.errors import ConfigError, DataError
+from edgekit.tasks import TASKS, TaskKind, make_task
+from edgekit.tasks import coco
+from edgekit.tasks.detection import coco_truth, dfl_sides, nms
+from edgekit.tasks.segmentation import decode_rle, encode_rle, resize_nearest
+
+
+def _raw_head(boxes_cells, classes=2, size=32, strides=(8, 16), reg_max=3, seed=0):
+    """Anchor-free outputs with one confident cell per (stride, row, col, class, sides in bins)."""
+    rng = np.random.default_rng(seed)
+    cls_maps, reg_maps = [], []
+    for s in strides:
+        h = w = size // s
+        cls_maps.append(np.full((1, classes, h, w), -8.0, np.float32))
+        reg = rng.normal(0, 0.1, (1, 4 * (reg_max + 1), h, w)).astype(np.float32)
+        reg_maps.append(reg)
+    for level, row, col, klass, sides in boxes_cells:
+        cls_maps[level][0, klass, row, col] = 4.0
+        for k, side in enumerate(sides):          # a one-hot bin: the side is exactly `side` bins
+            reg_maps[level][0, k * (reg_max + 1):(k + 1) * (reg_max + 1), row, col] = -30.0
+            reg_maps[level][0, k * (reg_max + 1) + side, row, col] = 30.0
+    return cls_maps + reg_maps
+
+
+def test_anchor_free_decoding_places_boxes_at_cell_centres():
+    task = make_task("detection", {"strides": [8, 16], "reg_max": 3, "num_classes": 2})
+    outputs = _raw_head([(0, 1, 2, 1, (1, 1, 2, 3)), (1, 0, 1, 0, (0, 1, 1, 1))])
+    (found,) = task.detect(outputs)
+    assert sorted(found.classes.tolist()) == [0, 1]
+    by_class = {int(c): found.boxes[i] for i, c in enumerate(found.classes)}
+    cx, cy = (2 + 0.5) * 8, (1 + 0.5) * 8
+    np.testing.assert_allclose(by_class[1], [cx - 8, cy - 8, cx + 16, cy + 24], atol=1e-4)
+    cx, cy = (1 + 0.5) * 16, 0.5 * 16
+    np.testing.assert_allclose(by_class[0], [cx, cy - 16, cx + 16, cy + 16], atol=1e-4)
+    assert found.scores.max() == pytest.approx(1 / (1 + np.exp(-4.0)), abs=1e-6)
+
+
+def test_dfl_expectation_and_plain_distances():
+    logits = np.log(np.array([[0.1, 0.2, 0.3, 0.4] * 4], np.float32))
+    np.testing.assert_allclose(dfl_sides(logits, 3), [[2.0] * 4], atol=1e-5)
+    plain = np.array([[1.5, 2.0, 3.0, 4.0]], np.float32)
+    assert (dfl_sides(plain, 0) == plain).all()
+
+
+def test_nms_is_class_aware_and_capped():
+    boxes = np.array([[0, 0, 10, 10], [1, 1, 10, 10], [0, 0, 10, 10], [50, 50, 60, 60]], np.float32)
+    scores = np.array([0.9, 0.8, 0.7, 0.6], np.float32)
+    classes = np.array([0, 0, 1, 0])
+    assert nms(boxes, scores, classes, 0.5, 1000, 100).tolist() == [0, 2, 3]      # box 1 overlaps box 0 (IoU 0.81)
+    assert nms(boxes, scores, classes, 0.9, 1000, 100).tolist() == [0, 1, 2, 3]
+    assert nms(boxes, scores, classes, 0.5, 1000, 2).tolist() == [0, 2]
+    assert nms(boxes, scores, classes, 0.5, 2, 100).tolist() == [0]               # top-k before NMS
+
+
+def test_zero_detections_is_a_result():
+    task = make_task("detection", {"strides": [8, 16], "reg_max": 3, "num_classes": 2})
+    outputs = _raw_head([])
+    assert task.postprocess(outputs) == [[]]
+    truth = [{"boxes": [[0, 0, 8, 8]], "classes": [0]}]
+    metrics = task.evaluate(outputs, truth)
+    assert set(metrics) == set(TASKS[TaskKind.detection].metrics) and metrics["map50"] == 0.0
+
+
+def test_wrong_outputs_are_named():
+    task = make_task("detection", {"strides": [8, 16], "reg_max": 3, "num_classes": 2})
+    outputs = _raw_head([])
+    with pytest.raises(DataError, match="expects 4 outputs"):
+        task.detect(outputs[:3])
+    bad = list(outputs)
+    bad[2] = bad[2][:, :8]
+    with pytest.raises(DataError, match=r"output 0 .* output 2 .* \[N, 16, h, w\]"):
+        task.detect(bad)
+    with pytest.raises(DataError, match="scores 2 classes, the task names 3"):
+        make_task("detection", {"strides": [8, 16], "reg_max": 3, "num_classes": 3}).detect(outputs)
+    with pytest.raises(DataError, match="strides are wrong"):
+        make_task("detection", {"strides": [8, 8], "reg_max": 3}).detect(outputs)
+
+
+def test_decoded_head():
+    task = make_task("detection", {"head": "decoded", "activation": "none", "labels": ["a", "b"]})
+    boxes = np.array([[[0, 0, 10, 10], [20, 20, 30, 30]]], np.float32)
+    scores = np.array([[[0.9, 0.1], [0.2, 0.7]]], np.float32)
+    result = task.postprocess([boxes, scores])[0]
+    assert [(r["label"], r["box"]) for r in result] == [("a", [0, 0, 10, 10]), ("b", [20, 20, 30, 30]),
+                                                        ("a", [20, 20, 30, 30]), ("b", [0, 0, 10, 10])]
+    with pytest.raises(DataError, match="expects 2 outputs"):
+        task.detect([boxes])
+
+
+def test_bad_options_and_truth():
+    with pytest.raises(ConfigError, match="head"):
+        make_task("detection", {"head": "anchors"})
+    with pytest.raises(ConfigError, match="unknown option"):
+        make_task("detection", {"iou": 0.5})
+    task = make_task("detection", {"num_classes": 2})
+    with pytest.raises(DataError, match="outside the 32x32 image"):
+        task.truth_from_json([{"boxes": [[0, 0, 40, 10]], "classes": [0], "size": [32, 32]}])
+    with pytest.raises(DataError, match="class 2"):
+        task.truth_from_json([{"boxes": [[0, 0, 4, 10]], "classes": [2]}])
+    with pytest.raises(DataError, match="x0 < x1"):
+        task.truth_from_json([{"boxes": [[5, 0, 4, 10]], "classes": [0]}])
+    assert task.truth_from_json([{"boxes": [], "classes": []}]) == [{"boxes": [], "classes": []}]
+    with pytest.raises(DataError, match="no boxes at all"):
+        make_task("detection", {"strides": [8, 16], "reg_max": 3}).evaluate(_raw_head([]), [{"boxes": [], "classes": []}])
+
+
+def _random_case(seed):
+    rng = np.random.default_rng(seed)
+    truth, dets = [], []
+    for _ in range(6):
+        n = int(rng.integers(0, 6))
+        xy = rng.uniform(0, 150, (n, 2))
+        wh = rng.choice([6.0, 20.0, 40.0, 110.0], n) * rng.uniform(0.8, 1.2, (n, 2)).T
+        boxes = np.concatenate([xy, xy + wh.T], axis=1)
+        classes = rng.integers(0, 3, n)
+        truth.append(coco.ImageBoxes.of(boxes, classes))
+        m = int(rng.integers(0, 8))
+        pick = rng.integers(0, max(n, 1), m)
+        jitter = rng.normal(0, 4, (m, 4))
+        d_boxes = (boxes[pick] if n else rng.uniform(0, 100, (m, 4))) + jitter
+        d_boxes[:, 2:] = np.maximum(d_boxes[:, 2:], d_boxes[:, :2] + 1)
+        d_classes = np.where(rng.uniform(size=m) < 0.8, classes[pick] if n else 0, rng.integers(0, 3, m))
+        dets.append(coco.ImageBoxes.of(d_boxes, d_classes, rng.uniform(0.05, 1, m).round(3)))
+    return truth, dets
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_map_equals_pycocotools(seed):
+    pytest.importorskip("pycocotools")
+    import contextlib
+    import io
+
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    truth, dets = _random_case(seed)
+    gt = {"images": [{"id": i + 1, "width": 200, "height": 200} for i in range(len(truth))],
+          "categories": [{"id": c + 1} for c in range(3)], "annotations": []}
+    results = []
+    for i, (t, d) in enumerate(zip(truth, dets)):
+        for box, klass in zip(t.boxes, t.classes):
+            w, h = box[2] - box[0], box[3] - box[1]
+            gt["annotations"].append({"id": len(gt["annotations"]) + 1, "image_id": i + 1, "category_id": int(klass) + 1,
+                                      "bbox": [box[0], box[1], w, h], "area": w * h, "iscrowd": 0})
+        for box, klass, score in zip(d.boxes, d.classes, d.scores):
+            results.append({"image_id": i + 1, "category_id": int(klass) + 1, "score": float(score),
+                            "bbox": [box[0], box[1], box[2] - box[0], box[3] - box[1]]})
+    with contextlib.redirect_stdout(io.StringIO()):
+        reference = COCO()
+        reference.dataset = gt
+        reference.createIndex()
+        evaluation = COCOeval(reference, reference.loadRes(results), "bbox")
+        evaluation.evaluate()
+        evaluation.accumulate()
+        evaluation.summarize()
+    ours = coco.detection_metrics(dets, truth, 3, 0.5)
+    stats = evaluation.stats           # AP, AP50, AP75, APs, APm, APl, ...
+    assert ours["map"] == pytest.approx(stats[0], abs=1e-9)
+    assert ours["map50"] == pytest.approx(stats[1], abs=1e-9)
+    for key, index in (("map_small", 3), ("map_medium", 4), ("map_large", 5)):
+        assert ours[key] == pytest.approx(max(stats[index], 0.0), abs=1e-9)
+
+
+def test_hand_computed_ap_and_f1():
+    truth = [coco.ImageBoxes.of([[0, 0, 10, 10], [20, 20, 30, 30]], [0, 0])]
+    # one hit (0.9), one miss (0.8), then the second hit (0.7): precision 1, 1/2, 2/3 at recall 1/2, 1/2, 1
+    dets = [coco.ImageBoxes.of([[0, 0, 10, 10], [50, 50, 60, 60], [20, 20, 30, 30]], [0, 0, 0], [0.9, 0.8, 0.7])]
+    ap = coco.average_precision(dets, truth, [0])[0, 0]
+    assert ap == pytest.approx((51 * 1.0 + 50 * (2 / 3)) / 101)
+    counts = coco.f1_counts(dets, truth, [0], 0.75)
+    assert counts[0] == (1, 1, 1) and coco.f1(*counts[0]) == pytest.approx(0.5)
+
+
+def test_coco_annotations():
+    document = {"images": [{"id": 7, "file_name": "a.png", "width": 64, "height": 48}],
+                "categories": [{"id": 3, "name": "cat"}, {"id": 1, "name": "dog"}],
+                "annotations": [{"image_id": 7, "category_id": 3, "bbox": [1, 2, 10, 20]},
+                                {"image_id": 7, "category_id": 1, "bbox": [0, 0, 5, 5], "iscrowd": 1}]}
+    entries, names = coco_truth(document, ["a.png"])
+    assert names == ["dog", "cat"]
+    assert entries == [{"boxes": [[1.0, 2.0, 11.0, 22.0]], "classes": [1], "size": [48, 64]}]
+    with pytest.raises(DataError, match="no image 'b.png'"):
+        coco_truth(document, ["b.png"])
+
+
+def test_letterbox_tensor_and_inverse():
+    spec = PreprocessSpec(color="bgr", resize=(64, 64), resize_mode="letterbox", scale=1.0, pad_value=-1.0)
+    image = np.full((30, 60, 3), 200, np.uint8)
+    g = spec.geometry(30, 60)
+    assert (g.resized_height, g.resized_width, g.top, g.left) == (32, 64, 16, 0)
+    tensor = spec.apply(image)
+    assert tensor.shape == (3, 64, 64)
+    assert (tensor[:, :16] == -1).all() and (tensor[:, 48:] == -1).all() and (tensor[:, 16:48] == 200).all()
+    box = np.array([[0, 16, 64, 48]], np.float32)
+    np.testing.assert_allclose(spec.to_image(box, 30, 60), [[0, 0, 60, 30]])
+    truth = np.array([[6.0, 3.0, 30.0, 15.0]])
+    np.testing.assert_allclose(spec.to_image(g.to_tensor(truth), 30, 60), truth, atol=1e-5)
+    stretch = PreprocessSpec(resize=(32, 32))
+    np.testing.assert_allclose(stretch.to_image(np.array([[8, 8, 16, 16]]), 64, 128), [[32, 16, 64, 32]])
+    with pytest.raises(DataError, match="letterbox needs resize"):
+        PreprocessSpec(resize_mode="letterbox")
+
+
+def test_segmentation_metrics_rle_and_resize():
+    mask = np.zeros((4, 6), np.uint8)
+    mask[1:3, 2:5] = 2
+    assert (decode_rle(encode_rle(mask)) == mask).all()
+    assert resize_nearest(mask, 8, 12)[2:6, 4:10].min() == 2
+    task = make_task("segmentation", {"labels": ["bg", "a", "b"]})
+    scores = np.zeros((1, 3, 4, 6), np.float32)
+    scores[0, 0] = 1.0
+    scores[0, 2, 1:3, 2:4] = 2.0                     # predicts 4 of the 6 "b" pixels
+    metrics = task.evaluate([scores], [encode_rle(mask)])
+    # bg: 18 / 20, b: 4 / 6, a: absent from truth and prediction (not averaged)
+    assert metrics["miou"] == pytest.approx(100 * (18 / 20 + 4 / 6) / 2, abs=1e-3)
+    assert metrics["pixel_accuracy"] == pytest.approx(100 * 22 / 24, abs=1e-3)
+    one = make_task("segmentation", {"threshold": 0.5})
+    logits = np.where(mask > 0, 3.0, -3.0).astype(np.float32)[None, None]
+    assert one.evaluate([logits], [encode_rle((mask > 0).astype(np.uint8))])["miou"] == 100.0
+    with pytest.raises(DataError, match="runs cover"):
+        task.truth_from_json([{"size": [4, 6], "rle": [[0, 5]]}])
+    with pytest.raises(DataError, match=r"scores \[N, C, h, w\]"):
+        task.evaluate([np.zeros((1, 2), np.float32)], [encode_rle(mask)])
+
+
+def test_detector_example_truth_is_its_scenes():
+    """The shipped evaluation truth is what the scene generator draws (letterboxed into the 96x96 tensor)."""
+    from edgekit.data import image_files
+    from edgekit.examples.detector import train
+    from edgekit.tasks import read_truth
+
+    folder = train.HERE / "data" / "eval"
+    truth = read_truth(folder / "truth.json", len(image_files(folder)))
+    assert truth.task.kind is TaskKind.detection and len(truth) == train.EVAL
+    spec = train.spec()
+    for i in (0, 3, 47):
+        scene = train.scene_of(train.EVAL_SEED + i)
+        boxes = spec.geometry(*scene.image.shape[:2]).to_tensor(scene.boxes)
+        np.testing.assert_allclose(truth.values[i]["boxes"], boxes, atol=1e-4)
+        assert truth.values[i]["classes"] == scene.classes.tolist()
+
+
+def test_agreement_between_engines():
+    task = make_task("detection", {"strides": [8, 16], "reg_max": 3, "num_classes": 2})
+    some = _raw_head([(0, 1, 2, 1, (1, 1, 2, 3))])
+    none = _raw_head([])
+    for out in (some, none):
+        for k in range(2):
+            out[k][:] = np.where(out[k] > 0, out[k], -10.0)
+    assert task.agreement(some, some) == 100.0
+    assert task.agreement(none, none) == 100.0 and task.agreement(some, none) == 0.0
+    assert task.agreement(none, some) == 0.0
