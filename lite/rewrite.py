@@ -8,7 +8,8 @@ program as it was (docs/toolchain.md lists what was measured):
 - `whole_tensor_reductions`: reductions over every element, which Lite's ARM kernels get wrong;
 - `constant_pad_value`: `pad3d` with a constant value, which Lite pads with zeros;
 - `scale_after_activation`: a `scale` after a conv-fused activation, which opt folds into the conv;
-- `flatten_to_reshape` (x86 only): opt segfaults on Paddle 2.6's `flatten_contiguous_range`
+- `flatten_to_reshape` (x86; for arm only when opt crashed without it: edgekit.stages.convert_target
+  retries, measured on MobileNetV2): opt segfaults on Paddle 2.6's `flatten_contiguous_range`
   (Lite's op expects an `XShape` output Paddle 2.6 no longer writes); `reshape2` with shape
   `[0]*start + [-1] + [0]*(ndim-stop-1)` computes the same tensor.
 """
@@ -34,7 +35,7 @@ def flatten_to_reshape(model: StaticModel, out_dir: Path, samples: dict[str, np.
     replaced = _each_op(program, lambda block, op: op.type == "flatten_contiguous_range", _replace_flatten)
     return _finish(program, model, out_dir, samples, replaced, "the flatten->reshape2 rewrite",
                    {"rewrite": "flatten_contiguous_range -> reshape2",
-                    "reason": "paddle_lite_opt 2.13rc0 crashes on flatten_contiguous_range for x86"})
+                    "reason": "paddle_lite_opt 2.13rc0 crashes on flatten_contiguous_range (x86; arm on some programs)"})
 
 
 def _replace_flatten(block, index: int, op) -> int:
