@@ -81,13 +81,14 @@ def to_image(mask: np.ndarray, spec, height: int, width: int) -> np.ndarray:
 
 
 def masks_truth(paths: Sequence[Path]) -> list[dict]:
-    """Mask PNGs (8-bit, one channel; pixel value = class index) as truth entries, in the order given."""
-    import cv2
+    """Mask PNGs (8-bit, one channel; pixel value = class index) as truth entries, in the order given; each read by
+    `edgekit.data.decode_image`, which checks the header against the image limits before decoding."""
+    from ..data import decode_image
 
     entries = []
     for path in paths:
-        mask = cv2.imread(str(path), cv2.IMREAD_UNCHANGED)
-        if mask is None or mask.dtype != np.uint8 or mask.ndim != 2:
+        mask = decode_image(path)
+        if mask.ndim != 2:
             raise DataError(f"mask {path} is not an 8-bit one-channel PNG",
                             "save masks as grayscale PNGs whose values are class indices")
         entries.append(encode_rle(mask))

@@ -258,3 +258,17 @@ def test_agreement_between_engines():
     assert task.agreement(some, some) == 100.0
     assert task.agreement(none, none) == 100.0 and task.agreement(some, none) == 0.0
     assert task.agreement(none, some) == 0.0
+
+
+def test_a_crafted_mask_png_is_refused_before_it_is_decoded(tmp_path):
+    import importlib.util
+    from pathlib import Path
+
+    from edgekit.tasks.segmentation import masks_truth
+
+    spec = importlib.util.spec_from_file_location("untrusted_make", Path(__file__).parents[1] / "data" / "untrusted" / "make.py")
+    make = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make)
+    (tmp_path / "huge.png").write_bytes(make.png_header(10000, 10000))      # 100 Mpx claimed by a few bytes
+    with pytest.raises(DataError, match="beyond the limit MAX_IMAGE_PIXELS"):
+        masks_truth([tmp_path / "huge.png"])
