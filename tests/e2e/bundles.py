@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 
@@ -36,3 +37,19 @@ def run_paddle3(*args: str, env: dict | None = None, timeout: float = 600) -> No
     done = subprocess.run([paddle3_python(), *map(str, args)], cwd=Path(__file__).resolve().parent, env=env,
                           capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def build_example_int8(cli, folder: Path, example: Path, name: str, samples: int) -> Path:
+    """An example's own edgekit.toml built to arm64 INT8 on `samples` evaluation samples (tier C with an ARM runtime):
+    its relative paths made absolute, `[parity] max_samples` added."""
+    text = (example / "edgekit.toml").read_text(encoding="utf-8")
+    for key in ("weights = \"", "calibration = \"", "evaluation = \"", "labels = \""):
+        text = text.replace(key, key + str(example) + "/")
+    text = text.replace("[parity]\n", f"[parity]\nmax_samples = {samples}\n")
+    (folder / "edgekit.toml").write_text(text, encoding="utf-8")
+    args = ["build", "-c", folder / "edgekit.toml", "--target", "arm64", "--quant", "int8", "--out", folder / "out",
+            "--quiet"]
+    if not os.environ.get("EDGEKIT_LITE_ARM"):
+        args.append("--no-emulation")
+    cli(*args)
+    return folder / "out" / name / "arm64-int8"

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bundles import manifest
+from bundles import build_example_int8, manifest
 
 from edgekit.examples import detector
 from edgekit.examples.detector import train
@@ -25,18 +25,7 @@ INT8_BUDGET = 1.0            # map50 points (the [parity] default int8 gate)
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory, cli):
-    folder = tmp_path_factory.mktemp("detector")
-    text = (EXAMPLE / "edgekit.toml").read_text(encoding="utf-8")
-    for key in ("weights = \"", "calibration = \"", "evaluation = \"", "labels = \""):
-        text = text.replace(key, key + str(EXAMPLE) + "/")
-    text = text.replace("[parity]\n", f"[parity]\nmax_samples = {SAMPLES}\n")
-    (folder / "edgekit.toml").write_text(text, encoding="utf-8")
-    args = ["build", "-c", folder / "edgekit.toml", "--target", "arm64", "--quant", "int8", "--out", folder / "out",
-            "--quiet"]
-    if not os.environ.get("EDGEKIT_LITE_ARM"):
-        args.append("--no-emulation")
-    cli(*args)
-    return folder / "out" / "detector" / "arm64-int8"
+    return build_example_int8(cli, tmp_path_factory.mktemp("detector"), EXAMPLE, "detector", SAMPLES)
 
 
 def test_map_in_every_tier(bundle):

@@ -7,10 +7,9 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from bundles import manifest
+from bundles import build_example_int8, manifest
 
 from edgekit.examples import segmenter
 from edgekit.examples.segmenter import train
@@ -26,18 +25,7 @@ MIN_MIOU = 65.0              # measured 77.9 on all 32 scenes
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory, cli):
-    folder = tmp_path_factory.mktemp("segmenter")
-    text = (EXAMPLE / "edgekit.toml").read_text(encoding="utf-8")
-    for key in ("weights = \"", "calibration = \"", "evaluation = \"", "labels = \""):
-        text = text.replace(key, key + str(EXAMPLE) + "/")
-    text = text.replace("[parity]\n", f"[parity]\nmax_samples = {SAMPLES}\n")
-    (folder / "edgekit.toml").write_text(text, encoding="utf-8")
-    args = ["build", "-c", folder / "edgekit.toml", "--target", "arm64", "--quant", "int8", "--out", folder / "out",
-            "--quiet"]
-    if not os.environ.get("EDGEKIT_LITE_ARM"):
-        args.append("--no-emulation")
-    cli(*args)
-    return folder / "out" / "segmenter" / "arm64-int8"
+    return build_example_int8(cli, tmp_path_factory.mktemp("segmenter"), EXAMPLE, "segmenter", SAMPLES)
 
 
 def test_miou_in_every_tier(bundle):
