@@ -18,6 +18,7 @@ import pytest
 
 from edgekit.tasks import make_task
 from edgekit.tasks.classification import as_probabilities
+from textmaps import rotated_map
 
 ABIS = ["host", pytest.param("aarch64", marks=pytest.mark.e2e), pytest.param("armhf", marks=pytest.mark.e2e)]
 SCORE_TOL = 1e-6
@@ -54,19 +55,6 @@ def blob_map(rng, height, width, blobs, background=0.05):
     prob = (rng.random((height, width)) * background).astype(np.float32)
     for top, left, h, w, value in blobs:
         prob[top:top + h, left:left + w] = (value + rng.random((h, w)) * (1 - value) * 0.5).astype(np.float32)
-    return prob
-
-
-def rotated_map(rng, height, width, count, small=False):
-    """Text-like regions at random angles (cv2.boxPoints + fillPoly), possibly touching."""
-    prob = (rng.random((height, width)) * 0.1).astype(np.float32)
-    for _ in range(count):
-        centre = (rng.uniform(5, width - 5), rng.uniform(5, height - 5))
-        size = (rng.uniform(8, 40), rng.uniform(4, 9)) if small else (rng.uniform(20, 120), rng.uniform(6, 20))
-        corners = cv2.boxPoints((centre, size, rng.uniform(-80, 80)))
-        layer = np.zeros((height, width), np.float32)
-        cv2.fillPoly(layer, [np.round(corners).astype(np.int32)], float(rng.uniform(0.62, 0.99)))
-        prob = np.maximum(prob, layer)
     return prob
 
 
