@@ -119,7 +119,7 @@ class EmulationConfig:
     runtime: Path | None = None           # the folder holding inference_lite_lib.armlinux.* (EDGEKIT_LITE_ARM)
     cpu: str = "default"                  # CPU profile (edgekit.tables.CPU_PROFILES): which INT8 kernels Lite picks
     max_samples: int = 512                # evaluation samples run under emulation (spread over the set); 0 = all
-    jobs: int = 0                         # emulator processes in parallel; 0 = one per core
+    jobs: int = 0                         # emulator processes in parallel; 0 = one per core, as memory allows
     threads: int = 1                      # Paddle-Lite threads in each process
     required: bool = False                # no runtime/cross compiler/qemu is an error, not a note (EDGEKIT_REQUIRE_EMULATION=1)
     enabled: bool = True                  # false: tier C is skipped on purpose (--no-emulation), and the report says so

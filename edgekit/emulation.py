@@ -78,12 +78,31 @@ class Emulator:
                 "runner_build": self.build.key[:16], "runner_build_seconds": round(self.build.seconds, 2)}
 
     def run(self, nb_file: Path, inputs: Mapping[str, np.ndarray], expect: Sequence[InputSpec],
-            jobs: int) -> tuple[list[np.ndarray], list[dict]]:
+            jobs: int, *, memory_aware: bool = False) -> tuple[list[np.ndarray], list[dict]]:
         """`nb_file` on every sample, split over `jobs` emulator processes (each loads the model once).
 
         A process may take the tool timeout plus SECONDS_PER_SAMPLE for each of its samples:
         the timeout catches hangs, and a slow model's share must not look like one.
+        `memory_aware`: `jobs` is the most, not the number; one process first runs one sample
+        alone, and its peak RSS says how many of the rest fit in the available memory
+        (`parallel_processes`): a 640x640 detector's emulator takes GBs, a classifier's tens of MB.
         """
+        total = len(next(iter(inputs.values())))
+        if memory_aware and jobs > 1 and total > 2:
+            from .executors import available_memory_mb
+
+            head, tail = ({k: v[a:b] for k, v in inputs.items()} for a, b in ((0, 1), (1, total)))
+            first_out, first_rec = self._split(nb_file, head, expect, 1)
+            available = available_memory_mb()
+            jobs, limit = parallel_processes(jobs, total - 1, first_rec[0].get("peak_rss_kb"), available)
+            rest_out, rest_rec = self._split(nb_file, tail, expect, jobs)
+            plan = {"processes_after_probe": jobs, "limited_by": limit, "available_mb": available}
+            first_rec = [dict(first_rec[0], memory_probe=plan)]
+            return [np.concatenate([a, b]) for a, b in zip(first_out, rest_out)], first_rec + rest_rec
+        return self._split(nb_file, inputs, expect, jobs)
+
+    def _split(self, nb_file: Path, inputs: Mapping[str, np.ndarray], expect: Sequence[InputSpec],
+               jobs: int) -> tuple[list[np.ndarray], list[dict]]:
         from .lite import native
 
         total = len(next(iter(inputs.values())))
@@ -99,6 +118,28 @@ class Emulator:
             results = list(pool.map(one, chunks))
         outputs = [np.concatenate([r.outputs[i] for r in results]) for i in range(len(results[0].outputs))]
         return outputs, [r.record for r in results]
+
+
+MEMORY_HEADROOM = 1.25         # a process's measured peak RSS times this, plus MEMORY_SLACK_MB, is its share
+MEMORY_SLACK_MB = 64
+MEMORY_KEEP_FREE_MB = 512      # never plan the last of the available memory
+
+
+def parallel_processes(most: int, samples: int, peak_rss_kb: int | float | None,
+                       available_mb: int | None) -> tuple[int, str]:
+    """How many emulator processes share `samples`: at most `most` (the cores) and the samples, and no more
+    than the available memory holds at one process's measured peak RSS (with headroom). Returns the count
+    and what limited it: "cores", "samples", "memory", or "cores (memory unknown)"."""
+    count, limit = max(1, most), "cores"
+    if samples < count:
+        count, limit = max(1, samples), "samples"
+    if not peak_rss_kb or available_mb is None:
+        return count, limit if peak_rss_kb and available_mb is not None else f"{limit} (memory unknown)"
+    share_mb = peak_rss_kb / 1024 * MEMORY_HEADROOM + MEMORY_SLACK_MB
+    fit = int(max(0, available_mb - MEMORY_KEEP_FREE_MB) // share_mb)
+    if fit < count:
+        return max(1, fit), "memory"
+    return count, limit
 
 
 def native_cache() -> Path:
@@ -207,7 +248,8 @@ def _timing(records: Sequence[dict]) -> dict:
     loads = [r.get("load_ms") for r in records if r.get("load_ms") is not None]
     return {"ms_per_sample_median": round(float(np.median(runs)), 3) if runs else None,
             "load_ms_median": round(float(np.median(loads)), 3) if loads else None,
-            "processes": len(records), "peak_rss_kb": max((r.get("peak_rss_kb") or 0) for r in records)}
+            "processes": len(records), "peak_rss_kb": max((r.get("peak_rss_kb") or 0) for r in records),
+            "memory_probe": next((r["memory_probe"] for r in records if "memory_probe" in r), None)}
 
 
 def _cached_run(cfg: BuildConfig, emulator: Emulator, nb_file: Path, subset, feeds) -> tuple[list, list, bool]:
@@ -226,8 +268,12 @@ def _cached_run(cfg: BuildConfig, emulator: Emulator, nb_file: Path, subset, fee
             return outputs, json.loads((folder / f"{key}.json").read_text(encoding="utf-8")), True
         except (OSError, ValueError, KeyError):
             log.warning("ignoring an unreadable tier-C cache entry %s", key)
-    jobs = cfg.emulation.jobs or os.cpu_count() or 1
-    outputs, records = emulator.run(nb_file, subset.inputs, feeds, jobs)
+    if cfg.emulation.jobs:
+        outputs, records = emulator.run(nb_file, subset.inputs, feeds, cfg.emulation.jobs)
+    else:
+        from .executors import usable_cores
+
+        outputs, records = emulator.run(nb_file, subset.inputs, feeds, usable_cores(), memory_aware=True)
     if folder is not None:
         with atomic.replacing(folder / f"{key}.npz") as tmp:
             with tmp.open("wb") as handle:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -28,6 +29,26 @@ from edgekit.parity import COSINE_DROP, Budget, Score
 from edgekit.errors import ConfigError
 
 log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------- progress
+
+
+class Eta:
+    """Progress over steps of similar cost (one calibration and scoring each): the time left is the mean step
+    so far times the steps left; `left` is exact for the sensitivity runs and an upper bound for the fallback."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock, self._start, self.done = clock, clock(), 0
+
+    def tick(self, left: int, at_most: bool = False) -> str:
+        """Count one finished step; "3 more, ~4 min left" (`at_most`: "at most 3 more, ~4 min") or "done"."""
+        self.done += 1
+        if left <= 0:
+            return "done"
+        seconds = (self._clock() - self._start) / self.done * left
+        time_left = f"~{seconds / 60:.0f} min" if seconds >= 90 else ("< 1 min" if seconds < 60 else "~1 min")
+        return f"at most {left} more, {time_left}" if at_most else f"{left} more, {time_left} left"
 
 
 # ---------------------------------------------------------------- layers
@@ -220,11 +241,12 @@ def analyse(layers: Sequence[QuantLayer], evaluate: Evaluate, full: Score, metho
     measure = SENSITIVITY_METHODS[method][1]
     controllable = [layer for layer in layers if layer.key]
     keys = tuple(layer.key for layer in controllable)
-    measured = []
+    measured, eta = [], Eta()
     for layer in controllable:
         score, value = measure(layer, keys, evaluate, full)
         measured.append((layer, score, value))
-        log.info("sensitivity %s %s (%s): %.4g", method, layer.name, layer.op_type, value)
+        log.info("sensitivity %d/%d %s %s (%s): %.4g, %s", len(measured), len(controllable), method, layer.name,
+                 layer.op_type, value, eta.tick(len(controllable) - len(measured)))
     return rank(measured)
 
 
@@ -262,12 +284,15 @@ def fallback(ranked_keys: Sequence[str], evaluate: Evaluate, budget: Budget, max
     each earlier layer back into int8, least sensitive first.
     """
     steps: list[Step] = []
+    eta, limit = Eta(), min(max_float, len(ranked_keys))
 
-    def trial(skip: tuple[str, ...], phase: str) -> Step:
+    def trial(skip: tuple[str, ...], phase: str, prunes_left: int = 0) -> Step:
         score = evaluate(skip)
         step = Step(skip, score, budget.holds(score), phase)
         steps.append(step)
-        log.info("fallback %s %s: drop %.4g (%s)", phase, list(skip), budget.drop(score), "holds" if step.holds else "misses")
+        left = prunes_left if phase == "prune" else _trials_left(step, limit)
+        log.info("fallback %s %s: drop %.4g (%s); %s", phase, list(skip), budget.drop(score),
+                 "holds" if step.holds else "misses", eta.tick(left, at_most=True))
         return step
 
     current = Step((), start, budget.holds(start), "start") if start is not None else None
@@ -276,7 +301,6 @@ def fallback(ranked_keys: Sequence[str], evaluate: Evaluate, budget: Budget, max
     else:
         current = trial((), "start")
     best = current
-    limit = min(max_float, len(ranked_keys))
     while not current.holds and len(current.skip) < limit:
         current = trial(current.skip + (ranked_keys[len(current.skip)],), "add")
         if budget.drop(current.score) < budget.drop(best.score):
@@ -284,12 +308,22 @@ def fallback(ranked_keys: Sequence[str], evaluate: Evaluate, budget: Budget, max
     if not current.holds:
         return Fallback(best.skip, best.score, False, tuple(steps))
     kept = current
-    for key in reversed(current.skip[:-1]):      # the last one added was needed with all the others
+    earlier = list(reversed(current.skip[:-1]))      # the last one added was needed with all the others
+    for position, key in enumerate(earlier):
         candidate = tuple(k for k in kept.skip if k != key)
-        attempt = trial(candidate, "prune")
+        attempt = trial(candidate, "prune", len(earlier) - position - 1)
         if attempt.holds:
             kept = attempt
     return Fallback(kept.skip, kept.score, True, tuple(steps))
+
+
+def _trials_left(step: Step, limit: int) -> int:
+    """After a start or add trial, the most trials the fallback can still make: the adds up to `limit` float
+    layers, then one prune trial per float layer but the last one added."""
+    if step.holds:
+        return max(0, len(step.skip) - 1)
+    adds = limit - len(step.skip)
+    return adds + limit - 1 if adds > 0 else 0
 
 
 def max_float_layers(layer_count: int, fraction: float) -> int:

@@ -42,6 +42,10 @@ def test_int8_arm_kernels_follow_the_simulation(int8_bundle, lite_arm):
     assert emulation["runtime_sha256"] == runtime.sha256
     assert emulation["qemu"].startswith("qemu-aarch64 version") and emulation["int8_kernels"] == "neon"
     assert emulation["ms_per_sample_median"] > 0 and emulation["processes"] >= 1
+    # one process ran one sample alone first; its peak RSS (tens of MB for digits) left every core usable
+    probe = emulation["memory_probe"]
+    assert emulation["processes"] == 1 + probe["processes_after_probe"]
+    assert probe["limited_by"] in ("cores", "samples") and 0 < emulation["peak_rss_kb"] < 1024 * 1024
     assert "tier C arm64 .nb (emulated ARM) vs fp32" in (int8_bundle / "parity.txt").read_text()
 
 

@@ -20,7 +20,7 @@ from edgekit.tasks import make_task
 from edgekit.quantize.report import layer_rows, plot_sensitivity, render_markdown
 from edgekit.quantize.search import (Calibrator, Candidate, QuantSearchResult, ScoreStore, SearchPlan,
                                      calibration_settings, cache_key, choose, quantize_to_budget)
-from edgekit.quantize.sensitivity import (Budget, Evaluator, QuantLayer, Score, analyse, fallback,
+from edgekit.quantize.sensitivity import (Budget, Eta, Evaluator, QuantLayer, Score, analyse, fallback,
                                           max_float_layers, rank)
 
 COSINE = Budget.for_data(0.01, None)
@@ -166,6 +166,28 @@ def test_fallback_stops_at_the_limit_and_returns_the_best_it_found():
     assert not result.holds
     assert result.skip == ("a", "b") and result.score.cosine == pytest.approx(0.97)
     assert len(result.steps) == 3
+
+
+def test_eta_is_the_mean_step_times_the_steps_left():
+    now = [100.0]
+    eta = Eta(lambda: now[0])
+    now[0] += 60.0                                    # one step of a minute, 9 left: ~9 min
+    assert eta.tick(9) == "9 more, ~9 min left"
+    now[0] += 60.0
+    assert eta.tick(1, at_most=True) == "at most 1 more, ~1 min"
+    now[0] += 1.0
+    assert eta.tick(0) == "done"
+    assert Eta(lambda: 0.0).tick(3) == "3 more, < 1 min left"
+
+
+def test_fallback_progress_counts_down_to_done(caplog):
+    errors = {"w": 0.05, "x": 0.008, "y": 0.004, "z": 0.001}
+    with caplog.at_level("INFO", logger="edgekit.quantize.sensitivity"):
+        fallback(["w", "x", "y", "z"], _additive(errors), COSINE, max_float=3)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("fallback")]
+    # start misses: 3 adds and 2 prunes at most; (w) misses: 2 + 2; (w, x) holds: one prune; the prune: done
+    assert [line.split("; ")[1].split(",")[0] for line in lines] == [
+        "at most 5 more", "at most 4 more", "at most 1 more", "done"]
 
 
 def test_fallback_does_nothing_when_int8_already_holds():
