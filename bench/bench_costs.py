@@ -13,8 +13,8 @@ errors, predicted vs published INT8/FP32 speed-ups and the rank order; and, on M
     EDGEKIT_LITE_ARM=/work/shared/lite-arm ./run python bench/bench_costs.py [--models mobilenet_v2,...] [--out DIR]
 
 Prints JSON (and writes it to OUT/bench_costs.json). ResNet50 under qemu takes minutes per inference.
-`--bundles B...` counts existing bundles instead (golden input 0, every kernel path, three processes each, with the
-plugin's slowdown).
+`--bundles B... [--processes N]` counts existing bundles instead (golden input 0, every kernel path, N processes
+each (3), with the plugin's slowdown).
 """
 
 from __future__ import annotations
@@ -198,7 +198,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("/tmp/edgekit-bench-costs"))
     parser.add_argument("--no-weights-check", action="store_true", help="skip the random vs trained-like weights run")
     parser.add_argument("--bundles", type=Path, nargs="+", help="instead: count these bundles (golden input 0; "
-                        "spread over 3 processes, plugin slowdown)")
+                        "spread over --processes processes, plugin slowdown)")
+    parser.add_argument("--processes", type=int, default=3, help="--bundles: counting processes per kernel path")
     args = parser.parse_args()
     from edgekit.config import EmulationConfig
     from edgekit.emulation import Emulator
@@ -207,7 +208,8 @@ def main() -> None:
     if not runtime:
         sys.exit("bench_costs: set EDGEKIT_LITE_ARM to the Paddle-Lite ARM runtime folder")
     if args.bundles:
-        print(json.dumps({"bench": "costs-bundles", "bundles": bundle_counts(args.bundles, Path(runtime))}, indent=2))
+        counted = bundle_counts(args.bundles, Path(runtime), args.processes)
+        print(json.dumps({"bench": "costs-bundles", "processes": args.processes, "bundles": counted}, indent=2))
         return
     emulator = Emulator.prepare("aarch64", EmulationConfig(runtime=Path(runtime)), timeout=7200)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,7 @@ not move at all (lite/icount.py). `measure` counts one sample of a model.nb on t
 kernel paths (CPU profiles; `kernel_paths` picks tier C's) and returns the manifest's
 `emulation.instruction_counts`; `estimate` turns counts into a labelled latency estimate;
 `compare` and `table` put bundles side by side for `edgekit bench`; `regressions` is the
-count gate (not yet called by the device suite).
+count gate the device suite applies on qemu devices (`measure_on_device`, edgekit/device/baseline.py).
 
 The figure per kernel path is the first timed run after one warm-up: within one runner
 process FP32 kernels vary by up to 0.3 % from run to run (scalar code only; the SIMD count is
@@ -213,14 +213,39 @@ def table(result: Mapping) -> list[str]:
     return lines
 
 
-def regressions(baseline: Mapping[str, int], current: Mapping[str, int], *, tolerance: float = 0.0) -> list[str]:
-    """Kernel paths whose count grew beyond `tolerance` (a fraction; 0 = any growth), as one line each."""
+def _counts(value) -> dict:
+    """A path's counts as {"total", classes...}; a bare int is a total alone."""
+    return dict(value) if isinstance(value, Mapping) else {"total": int(value)}
+
+
+def regressions(baseline: Mapping[str, Mapping | int], current: Mapping[str, Mapping | int], *,
+                tolerance: float = 0.0) -> list[str]:
+    """Kernel paths whose total count grew beyond `tolerance` (a fraction; 0 = any growth), one line each, with the
+    change of every class that moved (values: per_inference counts, or bare totals)."""
     found = []
-    for path, before in baseline.items():
-        now = current.get(path)
-        if now is not None and before and now > before * (1 + tolerance):
-            found.append(f"{path}: {now:,} instructions per inference, baseline {before:,} "
-                         f"(+{(now - before) / before:.2%})")
+    for path, value in baseline.items():
+        if current.get(path) is None:
+            continue
+        before, now = _counts(value), _counts(current[path])
+        if before["total"] and now["total"] > before["total"] * (1 + tolerance):
+            moved = [f"{k} {now[k] - before[k]:+,}" for k in CLASSES if k in before and k in now and now[k] != before[k]]
+            found.append(f"{path}: {now['total']:,} instructions per inference, baseline {before['total']:,} "
+                         f"(+{(now['total'] - before['total']) / before['total']:.2%}"
+                         + (f"; {', '.join(moved)}" if moved else "") + ")")
+    return found
+
+
+def measure_on_device(runtime, cpu: str, nb_file: Path, feeds: Mapping[str, Path], *, timeout: float) -> dict:
+    """The device suite's counts on a qemu device: `measure` of golden input 0 on the device's CPU profile only,
+    with the runner and runtime the suite pushes (`runtime`: edgekit.device.preflight.Runtime). Not cached: the
+    suite recomputes every figure it reports."""
+    from .emulation import Emulator
+
+    sample = {name: np.load(file, allow_pickle=False)[:1] for name, file in feeds.items()}
+    emulator = Emulator(runtime.abi, runtime.lite, runtime.build, cpu, 1, timeout)
+    found = measure(emulator, nb_file, sample, profiles=[cpu])
+    found["input"] = "golden input 0"
+    found["input_shapes"] = {name: list(array.shape) for name, array in sample.items()}
     return found
 
 

@@ -108,6 +108,6 @@ class VersionLockError(InputModelError):
 
 class SignatureError(EdgekitError):
     """An asset set is unsigned, or not signed by the given key, when a public key says it must be (15 is the device
-    suite's latency regression)."""
+    suite's latency regression, 17 its instruction-count regression)."""
 
     exit_code = 16

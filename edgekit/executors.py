@@ -93,7 +93,7 @@ class Executor:
         running: dict[Any, int] = {}
         try:
             while pending or running:
-                while pending and len(running) < self.slots(tasks[pending[0]].resources):
+                while pending and self._fits(tasks[pending[0]], [tasks[j] for j in running.values()]):
                     i = pending.popleft()
                     attempts[i] += 1
                     on_event("running", i, attempts[i], None)
@@ -119,6 +119,10 @@ class Executor:
 
     def slots(self, resources: Resources) -> int:
         raise NotImplementedError
+
+    def _fits(self, task: Task, running: list[Task]) -> bool:
+        """Whether `task` may start beside `running` (the ones in flight)."""
+        return len(running) < self.slots(task.resources)
 
     def _start(self, task: Task) -> Any:
         raise NotImplementedError
@@ -298,22 +302,28 @@ class RayExecutor(Executor):
     """Tasks as Ray tasks with the tasks' CPUs, memory and custom resources; lost workers retried here, not by Ray.
 
     `address` None or "auto" starts a local Ray on this machine with `workers` CPUs
-    (default: cores and memory as the pool counts them); any other address joins that
+    (default: cores and memory as the pool counts them) and the custom `resources` given
+    (the device farm's leases of this host's devices); any other address joins that
     cluster, whose nodes must run the same edgekit and reach the same output folder.
+
+    Tasks start while their CPUs and custom resources fit beside those in flight, so tasks
+    pinned to different custom resources (devices on different nodes) run at once.
     """
 
     name = "ray"
 
-    def __init__(self, address: str | None = None, workers: int | None = None, memory_mb: int = 0) -> None:
+    def __init__(self, address: str | None = None, workers: int | None = None, memory_mb: int = 0,
+                 resources: Mapping[str, float] | None = None) -> None:
         ray = self._ray = import_ray()
         self.address = address or "auto"
-        local = self.address in ("auto", "local")
+        self.local = self.address in ("auto", "local")
         self._started = False
         if not ray.is_initialized():
             try:
-                if local:
+                if self.local:
                     cpus = workers if workers and workers > 0 else default_workers(memory_mb)
-                    ray.init(num_cpus=cpus, include_dashboard=False, configure_logging=False, log_to_driver=False)
+                    ray.init(num_cpus=cpus, resources=dict(resources or {}), include_dashboard=False,
+                             configure_logging=False, log_to_driver=False)
                 else:
                     ray.init(address=self.address, configure_logging=False, log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:
@@ -333,6 +343,21 @@ class RayExecutor(Executor):
         fit = [total.get("CPU", 1) / resources.cpus] if resources.cpus > 0 else []
         fit += [total.get(name, 0) / amount for name, amount in resources.custom.items() if amount > 0]
         return max(1, int(min(fit))) if fit else max(1, int(total.get("CPU", 1)))
+
+    def _fits(self, task: Task, running: list[Task]) -> bool:
+        """Every resource `task` holds, beside what the running tasks hold, within the cluster's total (the first
+        task always starts: Ray queues one that fits nowhere yet, until a node that can hold it joins)."""
+        if not running:
+            return True
+        total = self._ray.cluster_resources()
+        need = _demand(task.resources)
+        if not need:
+            return len(running) < max(1, int(total.get("CPU", 1)))
+        for name, amount in need.items():
+            used = sum(_demand(t.resources).get(name, 0.0) for t in running)
+            if used + amount > total.get(name, 0.0) + 1e-9:
+                return False
+        return True
 
     def _start(self, task: Task) -> Any:
         r = task.resources
@@ -371,6 +396,28 @@ class RayExecutor(Executor):
             self._started = False
 
 
+def _demand(resources: Resources) -> dict[str, float]:
+    """What a task holds in Ray's terms: CPU and its custom resources (memory is Ray's to place, not counted here)."""
+    need = {"CPU": float(resources.cpus)} if resources.cpus > 0 else {}
+    need.update({name: float(amount) for name, amount in resources.custom.items() if amount > 0})
+    return need
+
+
+def ray_node() -> dict:
+    """Inside a Ray task: the node it runs on (Ray's node id, this host's name and IP)."""
+    import socket
+
+    ray = import_ray()
+    return {"id": ray.get_runtime_context().get_node_id(), "hostname": socket.gethostname(),
+            "ip": ray.util.get_node_ip_address()}
+
+
+def alive_nodes(ray) -> list[dict]:
+    """The cluster's live nodes: id, IP and the resources each advertises."""
+    return [{"id": n["NodeID"], "ip": n.get("NodeManagerAddress"), "resources": dict(n.get("Resources") or {})}
+            for n in ray.nodes() if n.get("Alive")]
+
+
 # ---------------------------------------------------------------- choosing one
 
 
@@ -402,4 +449,4 @@ def from_environment(environ: Mapping[str, str] | None = None, *, memory_mb: int
 
 
 __all__ = ["Executor", "SerialExecutor", "PoolExecutor", "RayExecutor", "Task", "Outcome", "Resources", "WorkerLost",
-           "make", "parse_spec", "from_environment", "default_workers", "KINDS"]
+           "make", "parse_spec", "from_environment", "default_workers", "ray_node", "alive_nodes", "KINDS"]

@@ -8,7 +8,11 @@ One JSON file per device (schema `edgekit.device-baseline/1`), meant to be commi
          "launches"}, "latency_ms": {median, p90, p99, trimmed_mean, cv, ...}, "launch_medians_ms": [...],
          "samples_ms": [[every timed run of launch 1], ...], "load_ms_median", "peak_rss_kb",
          "output_sha256", "golden": {output: {cosine, max_abs}}, "eval": {metric, value, samples, data_sha256} | null,
-         "history": [older entries' {recorded_utc, nb_sha256, median_ms, launch_medians_ms, cv}, ...]}}}
+         "instruction_counts": {unit, plugin, runtime_version, runner_build, input_shapes,
+                                "paths": {cpu profile: {kernel_path, per_inference: {total, simd_fp, load_store,
+                                                                                     branch, other, dot_product}}}}
+                               (qemu devices only),
+         "history": [older entries' {recorded_utc, nb_sha256, median_ms, launch_medians_ms, cv, instructions}, ...]}}}
 
 A latency regression needs all three: the new median above the baseline median by
 `slowdown_pct` percent, by `slowdown_ms`, and by `noise_k` robust sigmas of the noise
@@ -17,6 +21,12 @@ while the history is short). It counts only when a re-run agrees (`confirm`). A 
 whose robust CV (MAD-based, `stats.Summary.robust_cv`) or temperature rise is too high
 is unstable: skipped, never failed.
 Accuracy gets no noise allowance: any drop of the task metric on the same data fails.
+
+Instruction counts (qemu devices: edgekit/costs.py) have no noise at all: the same
+runner, runtime, model and input execute the same instructions on any host. So any
+growth of a kernel path's total beyond `count_tolerance_pct` (0 by default) is a
+count regression, with no re-run, whatever the `.nb` (a rebuilt bundle of the same
+key is the point). It is reported per class and exits 17 (edgekit/device/results.py).
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
+from .. import costs
 from ..errors import ConfigError
 from . import stats
 
@@ -42,6 +53,12 @@ class Policy:
     noise_k: float = 3.0
     max_cv: float = 0.25
     max_thermal_rise_c: float = 5.0
+    count_tolerance_pct: float = 0.0     # instruction counts are deterministic: any growth is a regression
+
+    def __post_init__(self) -> None:
+        if not self.count_tolerance_pct >= 0:
+            raise ConfigError(f"--count-tolerance {self.count_tolerance_pct:g} is negative",
+                              "give a percentage >= 0 (0: any growth of the instruction count is a regression)")
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -76,6 +93,97 @@ class Verdict:
 
     def to_json(self) -> dict:
         return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.__dict__.items()}
+
+
+@dataclass(frozen=True)
+class CountVerdict:
+    """Instruction counts of one run against the baseline's."""
+
+    kind: str                        # ok, fewer, regression, no-baseline, incomparable
+    reason: str                      # one line
+    totals: Mapping[str, int]        # kernel path (CPU profile) -> instructions per inference, this run
+    baseline_totals: Mapping[str, int] | None = None
+    regressions: tuple[str, ...] = ()   # one line per regressed path, with the change of each class
+
+    @property
+    def is_regression(self) -> bool:
+        return self.kind == "regression"
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "reason": self.reason, "totals": dict(self.totals),
+                "baseline_totals": dict(self.baseline_totals) if self.baseline_totals is not None else None,
+                "regressions": list(self.regressions)}
+
+
+COUNT_PROVENANCE = (("runtime_version", "runtime"), ("runner_build", "runner build"), ("plugin", "counting plugin"))
+
+
+COUNT_KEYS = ("unit", "input", "input_shapes", "plugin", "runtime_version", "runner_build", "paths")
+
+
+def count_record(found: Mapping, runtime_version: str, runner_build: str) -> dict:
+    """What a baseline keeps of `costs.measure_on_device`'s counts: per path the kernel path and the classes."""
+    return {"unit": found["unit"], "input": found.get("input"), "input_shapes": found.get("input_shapes"),
+            "plugin": found.get("plugin"), "runtime_version": runtime_version, "runner_build": runner_build,
+            "paths": {p: {"kernel_path": c.get("kernel_path"), "per_inference": dict(c["per_inference"])}
+                      for p, c in found["paths"].items()}}
+
+
+def _totals(record: Mapping) -> dict[str, int]:
+    return {p: int(c["per_inference"]["total"]) for p, c in record["paths"].items()}
+
+
+def _well_formed(record: object) -> bool:
+    """A count_record as written by the suite (a hand-edited baseline may not be): every path's classes are ints."""
+    paths = record.get("paths") if isinstance(record, Mapping) else None
+    return isinstance(paths, Mapping) and bool(paths) and all(
+        isinstance(c, Mapping) and isinstance(c.get("per_inference"), Mapping)
+        and all(type(c["per_inference"].get(k)) is int for k in ("total", *costs.CLASSES)) for c in paths.values())
+
+
+def judge_counts(now: Mapping, entry: Mapping | None, policy: Policy) -> CountVerdict:
+    """A run's `count_record` against the baseline entry's: growth of any path's total beyond the tolerance is a
+    regression (per class in its line); a different input shape or no common path cannot be compared."""
+    totals = _totals(now)
+    figures = ", ".join(f"{p} {t:,}" for p, t in totals.items())
+    base = (entry or {}).get("instruction_counts")
+    if entry is None:
+        return CountVerdict("no-baseline", f"{figures} instructions per inference; no baseline for this bundle on "
+                                           "this device (record one with --update-baseline)", totals)
+    if not base:
+        return CountVerdict("no-baseline", f"{figures} instructions per inference; the baseline has none (recorded "
+                                           "before counting or on another kind of device): --update-baseline", totals)
+    if not _well_formed(base):
+        return CountVerdict("incomparable", "the baseline's instruction_counts are malformed (edited by hand?): "
+                                            "record them again with --update-baseline", totals)
+    before = _totals(base)
+    if base.get("input_shapes") != now.get("input_shapes"):
+        return CountVerdict("incomparable", f"the golden input's shapes {now.get('input_shapes')} differ from the "
+                                            f"baseline's {base.get('input_shapes')}: counts scale with them", totals, before)
+    common = [p for p in totals if p in before]
+    if not common:
+        return CountVerdict("incomparable", f"counted on {', '.join(totals)}, the baseline on {', '.join(before)}",
+                            totals, before)
+    changed = [label for key, label in COUNT_PROVENANCE if base.get(key) != now.get(key)]
+    context = (f" (the {', '.join(changed)} differ{'s' if len(changed) == 1 else ''} from the baseline's)"
+               if changed else "")
+    tolerance = policy.count_tolerance_pct
+    found = costs.regressions({p: base["paths"][p]["per_inference"] for p in common},
+                              {p: now["paths"][p]["per_inference"] for p in common}, tolerance=tolerance / 100.0)
+    if found:
+        allowed = f"more than {tolerance:g} % " if tolerance else ""
+        return CountVerdict("regression", f"{allowed}more instructions than the baseline{context}: " + "; ".join(found),
+                            totals, before, tuple(found))
+    fewer = [p for p in common if totals[p] < before[p]]
+    grew = [p for p in common if totals[p] > before[p]]
+    delta = "; ".join(f"{p} {totals[p]:,} vs {before[p]:,} ({(totals[p] - before[p]) / before[p]:+.2%})"
+                      for p in common)
+    if fewer and not grew:
+        return CountVerdict("fewer", f"{delta}: fewer instructions than the baseline{context} (record it with "
+                                     "--update-baseline)", totals, before)
+    if grew:
+        return CountVerdict("ok", f"{delta}: within --count-tolerance {tolerance:g} %{context}", totals, before)
+    return CountVerdict("ok", f"{delta}: identical to the baseline{context}", totals, before)
 
 
 def noise_ms(entry: Mapping) -> float:
@@ -174,7 +282,8 @@ def updated(doc: Mapping | None, device: Mapping, key: str, entry: Mapping) -> d
     if old:
         history.append({"recorded_utc": old.get("recorded_utc"), "nb_sha256": old.get("nb_sha256"),
                         "median_ms": old["latency_ms"]["median"], "launch_medians_ms": old.get("launch_medians_ms", []),
-                        "cv": old["latency_ms"].get("cv")})
+                        "cv": old["latency_ms"].get("cv"),
+                        "instructions": _totals(old["instruction_counts"]) if old.get("instruction_counts") else None})
     doc["entries"][key] = dict(entry, history=history[-HISTORY_KEEP:])
     return doc
 

@@ -4,7 +4,8 @@ The golden comparison is `parity.compare` + `parity.golden_checks` with the tole
 bundle carries, applied to every launch's outputs (the worst launch decides). Latency
 statistics pool every timed run of every launch (`stats`); the decision against the
 baseline is `baseline.judge`, and whether it may fail the run is `latency_check`:
-emulated devices and unstable runs are recorded, never gated.
+emulated devices and unstable runs are recorded, never gated. Instruction counts (qemu
+devices) are judged by `baseline.judge_counts` and gated by `count_check`.
 """
 
 from __future__ import annotations
@@ -102,3 +103,16 @@ def latency_check(verdict: Verdict, emulated: str | None, updating: bool) -> Che
     if verdict.is_regression:
         return CheckResult("latency median", "failed", f"regression: {verdict.reason}", **figures)
     return CheckResult("latency median", "passed" if verdict.kind in ("ok", "faster") else "skipped", label, **figures)
+
+
+def count_check(verdict, updating: bool) -> CheckResult:
+    """Instruction counts (qemu devices) are deterministic, so a count regression fails at once, emulated or not."""
+    figures = dict(kind="count", value=float(sum(verdict.totals.values())),
+                   limit=float(sum(verdict.baseline_totals.values())) if verdict.baseline_totals else None)
+    if updating:
+        return CheckResult("instruction count", "skipped", f"--update-baseline: not gated; {verdict.kind}: "
+                                                           f"{verdict.reason}", **figures)
+    if verdict.is_regression:
+        return CheckResult("instruction count", "failed", f"count regression: {verdict.reason}", **figures)
+    status = "passed" if verdict.kind in ("ok", "fewer") else "skipped"
+    return CheckResult("instruction count", status, f"{verdict.kind}: {verdict.reason}", **figures)

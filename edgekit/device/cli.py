@@ -27,6 +27,21 @@ def list_command() -> None:
         typer.echo(f"{kind:5} {device:{width}}  {detail}")
 
 
+@device_app.command("resources")
+def resources_command(
+    devices: List[str] = typer.Option(..., "--device", "-d", help="The devices attached to this host, as "
+                                      "`edgekit device test` names them (the same ?name=)."),
+) -> None:
+    """Print the JSON of `ray start --resources` for a host that holds these devices in a device farm, e.g.
+    ray start --address HEAD:6379 --resources "$(edgekit device resources --device 'ssh:pi@pi4.lan?name=pi4')"."""
+    import json
+
+    from .farm import node_resources
+    from .transports import parse_device
+
+    typer.echo(json.dumps(node_resources([parse_device(d) for d in devices]), sort_keys=True))
+
+
 @device_app.command("test")
 def test_command(
     bundles: List[Path] = typer.Argument(..., help="Bundle folders written by `edgekit build` (arm64 or armv7)."),
@@ -55,12 +70,19 @@ def test_command(
     max_cv: float = typer.Option(0.25, "--max-cv", help="Runs whose robust CV (1.4826·MAD / median of the timed "
                                  "runs) exceeds this are unstable: latency skipped, not failed."),
     max_thermal_rise: float = typer.Option(5.0, "--max-thermal-rise", help="°C of warming that makes a run unstable."),
+    count_tolerance: float = typer.Option(0.0, "--count-tolerance", help="qemu devices: percent the instructions per "
+                                          "inference may grow over the baseline's before it is a count regression "
+                                          "(counts are deterministic: default 0, any growth)."),
     runner_env: List[str] = typer.Option([], "--runner-env", help="NAME=VALUE set for the runner on the device (e.g. "
                                          "GLOG_v=3, or the test hook EDGEKIT_RUNNER_DELAY_MS=20)."),
     lite_arm: Optional[Path] = typer.Option(None, "--lite-arm", help="Paddle-Lite's ARM Linux runtimes (the folder "
                                             "holding inference_lite_lib.armlinux.armv8/.armv7hf). Default EDGEKIT_LITE_ARM."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds one runner launch may take."),
     keep: bool = typer.Option(False, "--keep", help="Leave the pushed files on the devices (debugging)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="auto | HOST:PORT: run each device's tests as a Ray task on "
+                                      "the node that advertises it (custom resource edgekit-device:<device id>, see "
+                                      "`edgekit device resources`); auto: a local Ray holding every --device. Needs "
+                                      "pip install edgekit[ray]."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the summary."),
 ) -> None:
     """Push each bundle's model.nb, golden inputs, the runner and Paddle-Lite's library to each device; check the golden
@@ -68,8 +90,9 @@ def test_command(
     the latency against the device's baseline.
 
     Exit codes: 0 all passed; 9 a golden, determinism or accuracy check failed; 15 a confirmed latency regression on a
-    real device; 10 a bundle does not verify; 3 version lock; 14 a device problem (unreachable, wrong ABI, disk full,
-    runner killed); 2 bad options."""
+    real device; 17 more instructions per inference than the baseline (qemu devices); 10 a bundle does not verify; 3
+    version lock; 14 a device problem (unreachable, wrong ABI, disk full, runner killed); 18 (--ray) nothing failed
+    but a device's Ray node left during the run (its cells are lost); 2 bad options."""
     from ..contracts import lite_arm_root
     from ..errors import ConfigError
     from . import reports
@@ -89,9 +112,17 @@ def test_command(
         lite_arm=root, launches=launches, warmup=warmup, iterations=iterations,
         threads=threads, eval_data=eval_data.expanduser().absolute() if eval_data else None, eval_samples=eval_samples,
         baseline=baseline, baseline_dir=baseline_dir, update_baseline=update_baseline,
-        policy=Policy(slowdown_pct, slowdown_ms, noise_k, max_cv, max_thermal_rise), runner_env=tuple(env),
+        policy=Policy(slowdown_pct, slowdown_ms, noise_k, max_cv, max_thermal_rise, count_tolerance_pct=count_tolerance),
+        runner_env=tuple(env),
         timeout=timeout, keep=keep)
-    result = run_suite(cfg, say=(lambda line: None) if quiet else typer.echo)
+    say = (lambda line: None) if quiet else typer.echo
+    if ray:
+        from .farm import Farm
+
+        with Farm(ray, cfg.devices) as farm:         # connects first: a wrong address fails before any build
+            result = run_suite(cfg, say=say, devices=farm.run)
+    else:
+        result = run_suite(cfg, say=say)
     if json_file:
         reports.write_json(result, json_file)
     if junit:
@@ -99,7 +130,8 @@ def test_command(
     if report:
         typer.echo(f"report: {reports.write_report(result, report)}")
     counts = result.counts()
-    typer.echo(f"device test: {counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors "
+    lost = f", {counts['lost']} lost" if counts.get("lost") else ""
+    typer.echo(f"device test: {counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors{lost} "
                f"({len(cfg.bundles)} bundle(s) × {len(cfg.devices)} device(s), {result.seconds:.1f} s)")
     for cell in result.cells:
         if cell.status != "passed":

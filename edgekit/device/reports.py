@@ -59,6 +59,7 @@ def junit_xml(result: SuiteResult) -> str:
 
 def _properties(cell: CellResult) -> list[tuple[str, object]]:
     found = [("bundle", cell.bundle["path"]), ("device.spec", cell.device["spec"]), ("status", cell.status)]
+    found += [(f"ray.node_{k}", v) for k, v in (cell.device.get("node") or {}).items() if v]   # --ray: where it ran
     for key, value in sorted((cell.device.get("facts") or {}).items()):
         if value not in (None, [], ""):
             found.append((f"device.{key}", ",".join(value) if isinstance(value, list) else value))
@@ -66,6 +67,8 @@ def _properties(cell: CellResult) -> list[tuple[str, object]]:
         summary = cell.latency["summary"]
         found += [(f"latency.{k}_ms", summary[k]) for k in ("median", "p90", "p99", "trimmed_mean")]
         found.append(("latency.cv", summary["cv"]))
+    for path, total in ((cell.instruction_counts or {}).get("verdict") or {}).get("totals", {}).items():
+        found.append((f"instructions.{path}", total))
     if cell.peak_rss_kb:
         found.append(("peak_rss_kb", cell.peak_rss_kb))
     if cell.output_sha256:
@@ -99,7 +102,8 @@ def markdown(result: SuiteResult, plotted: bool) -> str:
     lines = [
         "# edgekit device test", "",
         f"{result.created_utc} · edgekit {(result.versions.get('edgekit') or {}).get('version')}{commit} · "
-        f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors · exit code {result.exit_code} · "
+        f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors"
+        f"{', %d lost' % counts['lost'] if counts.get('lost') else ''} · exit code {result.exit_code} · "
         f"{result.seconds:.1f} s", "",
         f"Settings: {result.settings['launches']} launches × ({result.settings['warmup']} warm-up + "
         f"{result.settings['iterations']} timed runs), threads {result.settings['threads']}; runtimes "
@@ -128,6 +132,10 @@ def markdown(result: SuiteResult, plotted: bool) -> str:
                          f"temperature {facts.get('temperature_c') if facts.get('temperature_c') is not None else '?'} °C"
                          + (f"; **emulated**: {facts['emulated']}" if facts.get("emulated") else ""))
             lines.append("")
+        node = cell.device.get("node")
+        if node:                                     # --ray: the node holding the device
+            where = ", ".join(v for v in (node.get("hostname"), node.get("ip")) if v)
+            lines += [f"Ran on Ray node {node['id'][:12]} ({where})", ""]
         if cell.error:
             lines += [f"**{cell.status}** in {cell.error['phase']}: {cell.error['message']}",
                       f"(fix: {cell.error['hint']}); this cell has no complete result.", ""]

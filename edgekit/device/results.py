@@ -15,6 +15,11 @@ from ..errors import EdgekitError, ParityError
 RESULT_SCHEMA = "edgekit.device-result/1"
 EXIT_CHECK_FAILED = ParityError.exit_code   # 9: golden, determinism or accuracy check failed
 EXIT_REGRESSION = 15                        # a confirmed latency regression on a real (not emulated) device
+EXIT_COUNT_REGRESSION = 17                  # more instructions per inference than the baseline (qemu devices; 16 is
+                                            # the signature refusal): deterministic, so no re-run and no noise margin
+EXIT_LOST = 18                              # nothing failed, but a device's Ray node left during the run (--ray):
+                                            # its cells are `lost`, the other devices' results stand
+LOST = "lost"                               # the status of a cell whose device's Ray node left (its error has lost=True)
 STATUSES = ("passed", "failed", "skipped", "error")
 
 
@@ -23,7 +28,7 @@ class CheckResult:
     name: str                    # e.g. "golden cosine [prob]", "latency median"
     status: str                  # one of STATUSES
     message: str                 # one line
-    kind: str = "accuracy"       # bundle, device, accuracy, latency
+    kind: str = "accuracy"       # bundle, device, accuracy, latency, count
     value: float | None = None
     limit: float | None = None
 
@@ -55,6 +60,7 @@ class CellResult:
     peak_rss_kb: int | None = None
     seconds: float = 0.0
     baseline_updated: bool = False
+    instruction_counts: dict | None = None  # qemu devices: the counts, their verdict and the baseline's (edgekit/costs.py)
 
     @property
     def name(self) -> str:
@@ -63,7 +69,7 @@ class CellResult:
     @property
     def status(self) -> str:
         if self.error is not None:
-            return "error"
+            return LOST if self.error.get("lost") else "error"
         return "failed" if any(c.status in ("failed", "error") for c in self.checks) else "passed"
 
     @property
@@ -71,9 +77,11 @@ class CellResult:
         if self.error is not None:
             return int(self.error["exit_code"])
         failed = [c for c in self.checks if c.status in ("failed", "error")]
-        if any(c.kind != "latency" for c in failed):
+        if any(c.kind not in ("latency", "count") for c in failed):
             return EXIT_CHECK_FAILED
-        return EXIT_REGRESSION if failed else 0
+        if any(c.kind == "latency" for c in failed):
+            return EXIT_REGRESSION
+        return EXIT_COUNT_REGRESSION if failed else 0
 
     def to_json(self) -> dict:
         record = asdict(self)
@@ -93,18 +101,22 @@ class SuiteResult:
 
     @property
     def exit_code(self) -> int:
-        """The first cell error's code (matrix order); else 9 for a failed check; else 15 for a regression."""
+        """The first cell error's code (matrix order); else 9 for a failed check; else 15 for a latency regression;
+        else 17 for an instruction-count regression; else 18 when a device's Ray node was lost (lost cells are
+        not errors: the other devices' results decide first)."""
         codes = [c.exit_code for c in self.cells]
-        errors = [c.exit_code for c in self.cells if c.error is not None]
+        errors = [c.exit_code for c in self.cells if c.error is not None and c.status != LOST]
         if errors:
             return errors[0]
-        for code in (EXIT_CHECK_FAILED, EXIT_REGRESSION):
+        for code in (EXIT_CHECK_FAILED, EXIT_REGRESSION, EXIT_COUNT_REGRESSION):
             if code in codes:
                 return code
-        return 0
+        return EXIT_LOST if any(c.status == LOST for c in self.cells) else 0
 
     def counts(self) -> dict:
-        return {s: sum(1 for c in self.cells if c.status == s) for s in ("passed", "failed", "error")}
+        counts = {s: sum(1 for c in self.cells if c.status == s) for s in ("passed", "failed", "error")}
+        lost = sum(1 for c in self.cells if c.status == LOST)      # only a --ray run can lose a device
+        return dict(counts, lost=lost) if lost else counts
 
     def to_json(self) -> dict:
         return {"schema": RESULT_SCHEMA, "created_utc": self.created_utc, "seconds": round(self.seconds, 3),

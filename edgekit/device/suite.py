@@ -9,7 +9,10 @@ and the bundle's model.nb and golden inputs are pushed, and the runner is starte
 comparison (`parity.golden_checks` with the bundle's tolerances), the output digest
 over launches, the task metric on the `--eval` subset, and the latency statistics
 and baseline decision are computed. A latency regression triggers one automatic
-re-run of all launches and stands only if the re-run agrees.
+re-run of all launches and stands only if the re-run agrees. On a qemu device the
+instructions of one inference of golden input 0 are counted too (`costs.measure_on_device`,
+the tier-C plugin) and judged against the baseline's counts (`baseline.judge_counts`):
+deterministic, so any growth fails, with no re-run.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from .preflight import Prepared, Runtime, prepare
 from .results import CellResult, CheckResult, SuiteResult, error_record
 from .session import DeviceSession
 from .transports import DeviceSpec, open_transport
+
+COUNTING_KINDS = ("qemu",)     # devices this host emulates, so the counting plugin can watch the runner (not adb, ssh)
 
 
 @dataclass(frozen=True)
@@ -83,9 +88,13 @@ class SuiteConfig:
                 "bundles": [str(b) for b in self.bundles]}
 
 
-def run_suite(cfg: SuiteConfig, say: Callable[[str], None] = lambda line: None) -> SuiteResult:
+def run_suite(cfg: SuiteConfig, say: Callable[[str], None] = lambda line: None,
+              devices: Callable[..., list[list[CellResult]]] | None = None) -> SuiteResult:
     """Every bundle on every device; `say` gets one line per device and a block per finished cell.
 
+    `devices(cfg, prepared, runtimes, docs, say)` runs `_device_worker` for every device and returns
+    each device's cells in `cfg.devices` order: threads on this host by default, Ray tasks on
+    the nodes holding the devices with `edgekit.device.farm.on_ray`.
     Raises only for the host (a broken baseline file, no ARM runtime, no cross compiler);
     everything about a bundle or a device ends up in its cells."""
     start = time.monotonic()
@@ -99,14 +108,20 @@ def run_suite(cfg: SuiteConfig, say: Callable[[str], None] = lambda line: None) 
     if all(p.error is not None for p in prepared):   # nothing can run: no device is touched
         cells = [_failed_cell(p, spec, None) for p in prepared for spec in cfg.devices]
     else:
-        with ThreadPoolExecutor(max_workers=len(cfg.devices), thread_name_prefix="edgekit-device") as pool:
-            futures = [pool.submit(_device_worker, cfg, spec, prepared, runtimes, docs[spec.id], say)
-                       for spec in cfg.devices]
-            by_device = [f.result() for f in futures]
+        by_device = (devices or _on_threads)(cfg, prepared, runtimes, docs, say)
         cells = [by_device[d][p] for p in range(len(prepared)) for d in range(len(cfg.devices))]
     versions = {"edgekit": _edgekit_version(), "runtimes": {abi: r.version for abi, r in runtimes.items()},
                 "runner_builds": {abi: r.build.key[:16] for abi, r in runtimes.items()}}
     return SuiteResult(tuple(cells), created, cfg.settings(), versions, time.monotonic() - start)
+
+
+def _on_threads(cfg: SuiteConfig, prepared: Sequence[Prepared], runtimes: Mapping[str, Runtime],
+                docs: Mapping[str, dict | None], say: Callable[[str], None]) -> list[list[CellResult]]:
+    """One worker thread per device on this host."""
+    with ThreadPoolExecutor(max_workers=len(cfg.devices), thread_name_prefix="edgekit-device") as pool:
+        futures = [pool.submit(_device_worker, cfg, spec, prepared, runtimes, docs[spec.id], say)
+                   for spec in cfg.devices]
+        return [f.result() for f in futures]
 
 
 def _edgekit_version() -> dict:
@@ -185,12 +200,13 @@ def _summary_line(cell: CellResult) -> str:
 
 def _update_baseline(cfg: SuiteConfig, spec: DeviceSpec, facts: DeviceFacts, doc: dict | None,
                      prepared: Sequence[Prepared], cells: Sequence[CellResult], say: Callable[[str], None]) -> set[str]:
-    """Cells that passed and were stable become the device's baseline; returns their bundle keys."""
+    """Cells that passed and were stable become the device's baseline; returns their bundle keys. On an emulated
+    device latency is never gated, so an unstable one does not stop the update (its counts are what matter)."""
     path = cfg.baseline_file(spec)
     changed: set[str] = set()
     for p, cell in zip(prepared, cells):
         verdict = (cell.latency or {}).get("verdict", {})
-        if cell.status != "passed" or verdict.get("kind") == "unstable":
+        if cell.status != "passed" or (verdict.get("kind") == "unstable" and not facts.emulated):
             why = verdict.get("reason") if cell.status == "passed" else f"the run {cell.status}"
             say(f"  baseline for {cell.name} not updated: {why}")
             continue
@@ -216,7 +232,9 @@ def _baseline_entry(cfg: SuiteConfig, cell: CellResult) -> dict:
             "latency_ms": latency["summary"], "launch_medians_ms": latency["launch_medians_ms"],
             "samples_ms": latency["samples_ms"], "load_ms_median": latency["load_ms_median"],
             "peak_rss_kb": cell.peak_rss_kb, "output_sha256": cell.output_sha256, "golden": cell.golden,
-            "eval": {k: cell.eval[k] for k in ("metric", "value", "samples", "data_sha256")} if cell.eval else None}
+            "eval": {k: cell.eval[k] for k in ("metric", "value", "samples", "data_sha256")} if cell.eval else None,
+            **({"instruction_counts": {k: cell.instruction_counts[k] for k in baseline_mod.COUNT_KEYS}}
+               if cell.instruction_counts else {})}
 
 
 def _cell(cfg: SuiteConfig, session: DeviceSession, p: Prepared, entry: Mapping | None) -> CellResult:
@@ -225,7 +243,7 @@ def _cell(cfg: SuiteConfig, session: DeviceSession, p: Prepared, entry: Mapping 
     done = [CheckResult("bundle integrity", "passed", "every checksum verifies", "bundle"),
             CheckResult("version lock", "passed", f"model.nb and the {p.abi} runtime are "
                         f"{session.runtimes[p.abi].version}", "bundle")]
-    phase, launches, outputs, evaluation, rerun = "device", [], [], None, None
+    phase, launches, outputs, evaluation, rerun, counts = "device", [], [], None, None, None
     try:
         session.check_abi(p)
         phase = "push"
@@ -238,6 +256,9 @@ def _cell(cfg: SuiteConfig, session: DeviceSession, p: Prepared, entry: Mapping 
         if p.evaluation is not None:
             phase = "eval"
             evaluation = session.evaluate(p, folder)
+        if session.spec.kind in COUNTING_KINDS:
+            phase = "count"
+            counts = _count(cfg, session, p)
         first = checks.measure(launches, cfg.threads)
         verdict = baseline_mod.judge(first, entry, cfg.policy)
         if verdict.kind == "regression" and not cfg.update_baseline:
@@ -261,6 +282,20 @@ def _cell(cfg: SuiteConfig, session: DeviceSession, p: Prepared, entry: Mapping 
         status, message = baseline_mod.accuracy_drop(evaluation, entry)
         done.append(CheckResult(f"eval {evaluation['metric']}", status, message, value=evaluation["value"]))
     done.append(checks.latency_check(verdict, session.facts.emulated, cfg.update_baseline))
+    if counts is not None:
+        count_verdict = baseline_mod.judge_counts(counts, entry, cfg.policy)
+        done.append(checks.count_check(count_verdict, cfg.update_baseline))
+        counts = dict(counts, verdict=count_verdict.to_json())
     return CellResult(p.info, _device_info(session.spec, session.facts), tuple(done), None, tuple(launches),
                       checks.latency(launches, first, rerun, verdict, entry), figures, evaluation, digests[0],
-                      max(launch["record"].get("peak_rss_kb") or 0 for launch in launches), time.monotonic() - start)
+                      max(launch["record"].get("peak_rss_kb") or 0 for launch in launches), time.monotonic() - start,
+                      instruction_counts=counts)
+
+
+def _count(cfg: SuiteConfig, session: DeviceSession, p: Prepared) -> dict:
+    """Instructions per inference of the bundle's model.nb on the qemu device's CPU profile, as a baseline keeps them."""
+    from .. import costs
+
+    runtime = session.runtimes[p.abi]
+    found = costs.measure_on_device(runtime, session.spec.address, p.nb_file, p.feeds, timeout=cfg.timeout)
+    return dict(baseline_mod.count_record(found, runtime.version, runtime.build.key[:16]), seconds=found["seconds"])

@@ -28,8 +28,11 @@ NO_AUTH = {"RAY_AUTH_MODE": "disabled"}
 
 
 def _start(argv: list[str], log: Path) -> subprocess.Popen:
+    # TMPDIR below the cluster's folder: what its tasks leave in temporary folders (a killed node's) goes with it
+    scratch = log.parent / "tmp"
+    scratch.mkdir(exist_ok=True)
     return subprocess.Popen(argv, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
-                            env=dict(os.environ, **NO_AUTH))
+                            env=dict(os.environ, **NO_AUTH, TMPDIR=str(scratch)))
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -51,14 +54,15 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 @contextmanager
-def cluster(resources: list[str], cpus: int = 1, timeout: float = 120):
-    """Yield the head's address; node i advertises {resources[i]: 1} and `cpus` CPUs (node 0 is the head)."""
+def cluster(resources: list[str], cpus: int = 1, timeout: float = 120, nodes: list | None = None):
+    """Yield the head's address; node i advertises {resources[i]: 1} and `cpus` CPUs (node 0 is the head).
+    `nodes`, when given, receives each node's `ray start` process (for `kill_node`)."""
     ray_bin = str(Path(sys.executable).parent / "ray")
     port = _free_port()
     address = f"127.0.0.1:{port}"
     temp = Path(tempfile.mkdtemp(prefix="rt", dir="/tmp"))     # short: Ray's socket paths live below it
     common = [f"--num-cpus={cpus}", "--disable-usage-stats", "--block"]
-    processes = []
+    processes = nodes if nodes is not None else []
     saved = {name: os.environ.get(name) for name in NO_AUTH}
     os.environ.update(NO_AUTH)
     try:
@@ -79,6 +83,42 @@ def cluster(resources: list[str], cpus: int = 1, timeout: float = 120):
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (Ray's workers are session leaders of their own, so not in the node's group)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_node(process: subprocess.Popen) -> list[int]:
+    """A host that loses power: SIGKILL a node's `ray start`, its raylet and every process below them (workers and
+    what they run), all started by this test. Returns the pids killed."""
+    pids = [process.pid, *_descendants(process.pid)]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=10)
+    return pids
 
 
 def _wait_port(port: int, timeout: float, process: subprocess.Popen, log: Path) -> None:

@@ -38,6 +38,31 @@ class NaNNet(nn.Layer):
         return paddle.sqrt(-paddle.abs(self.fc(x)) - 1.0)
 
 
+class ConvStack(nn.Layer):
+    """`convs` 3x3 convolutions with ReLU, a spatial mean and a linear head: one more conv is one more op for the
+    device suite's instruction-count gate (tests/e2e/test_count_baseline.py)."""
+
+    def __init__(self, convs):
+        super().__init__()
+        self.convs = nn.LayerList([nn.Conv2D(3 if i == 0 else 8, 8, 3, padding=1) for i in range(convs)])
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        for conv in self.convs:
+            x = nn.functional.relu(conv(x))
+        return self.fc(paddle.mean(x, axis=[2, 3]))
+
+
+def conv_stack_1():
+    paddle.seed(1)
+    return ConvStack(1)
+
+
+def conv_stack_2():
+    paddle.seed(1)
+    return ConvStack(2)
+
+
 def flatten_net():
     paddle.seed(1)
     return FlattenNet()

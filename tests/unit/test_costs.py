@@ -112,6 +112,16 @@ def test_regressions_flag_growth_only():
     assert len(costs.regressions(base, {"default": 800_000}, tolerance=0.01)) == 1
 
 
+
+def test_regressions_name_every_class_that_moved():
+    before = {"default": {"total": 100, "simd_fp": 40, "load_store": 30, "branch": 20, "other": 10, "dot_product": 0}}
+    after = {"default": {"total": 130, "simd_fp": 60, "load_store": 35, "branch": 20, "other": 15, "dot_product": 0}}
+    assert costs.regressions(before, after) == [
+        "default: 130 instructions per inference, baseline 100 (+30.00%; simd_fp +20, load_store +5, other +5)"]
+    assert costs.regressions(after, before) == []
+    assert costs.regressions(before, {"a55": after["default"]}) == []        # no common path: nothing to judge
+
+
 def test_every_emulation_abi_has_its_kernel_paths():
     assert costs.profiles_for("aarch64") == ["default", "a53", "a55"]
     assert costs.profiles_for("armhf") == ["default"]

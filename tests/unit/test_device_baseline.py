@@ -129,3 +129,99 @@ def test_updating_keeps_the_history_and_leaves_the_input_alone(tmp_path):
     path.write_text("{not json")
     with pytest.raises(ConfigError, match="not readable JSON"):
         b.load(path)
+
+
+# ----------------------------------------------------------------- instruction counts (qemu devices)
+
+def counts(total_default, simd=None, shapes=None, **provenance):
+    """A count_record as the suite stores it: one kernel path, the classes summing to the total."""
+    simd = total_default // 2 if simd is None else simd
+    rest = total_default - simd
+    per = {"total": total_default, "simd_fp": simd, "load_store": rest // 2, "branch": rest - rest // 2,
+           "other": 0, "dot_product": 0}
+    found = {"unit": "guest instructions per inference", "input": "golden input 0",
+             "input_shapes": shapes or {"x": [1, 3, 16, 16]}, "plugin": "p", "seconds": 1.0,
+             "paths": {"default": {"kernel_path": "neon", "per_inference": per}}}
+    record = b.count_record(found, provenance.get("runtime_version", "v2.13-rc"), provenance.get("runner_build", "r"))
+    assert set(record) == set(b.COUNT_KEYS)
+    return record
+
+
+def test_any_growth_of_the_count_is_a_regression_reported_per_class():
+    base = entry(10.0, [10.0], instruction_counts=counts(83_329, simd=19_472))
+    same = b.judge_counts(counts(83_329, simd=19_472), base, POLICY)
+    assert same.kind == "ok" and "identical to the baseline" in same.reason and not same.is_regression
+    grown = b.judge_counts(counts(83_330, simd=19_473), base, POLICY)       # one instruction more
+    assert grown.is_regression and grown.totals == {"default": 83_330} and grown.baseline_totals == {"default": 83_329}
+    (line,) = grown.regressions
+    assert line == "default: 83,330 instructions per inference, baseline 83,329 (+0.00%; simd_fp +1)"
+    fewer = b.judge_counts(counts(80_000), base, POLICY)
+    assert fewer.kind == "fewer" and "--update-baseline" in fewer.reason
+
+
+def test_the_count_tolerance_is_a_percentage_and_never_negative():
+    base = entry(10.0, [10.0], instruction_counts=counts(100_000))
+    loose = Policy(count_tolerance_pct=1.0)
+    assert b.judge_counts(counts(101_000), base, loose).kind == "ok"
+    assert "within --count-tolerance 1 %" in b.judge_counts(counts(101_000), base, loose).reason
+    over = b.judge_counts(counts(101_001), base, loose)
+    assert over.is_regression and over.reason.startswith("more than 1 % more instructions than the baseline")
+    with pytest.raises(ConfigError, match="--count-tolerance -1 is negative"):
+        Policy(count_tolerance_pct=-1.0)
+
+
+def test_counts_without_a_comparable_baseline_are_not_judged():
+    assert b.judge_counts(counts(1000), None, POLICY).kind == "no-baseline"
+    assert b.judge_counts(counts(1000), entry(10.0, [10.0]), POLICY).kind == "no-baseline"   # a pre-count baseline
+    base = entry(10.0, [10.0], instruction_counts=counts(1000))
+    other_shape = b.judge_counts(counts(4000, shapes={"x": [1, 3, 32, 32]}), base, POLICY)
+    assert other_shape.kind == "incomparable" and "counts scale with them" in other_shape.reason
+    elsewhere = counts(1000)
+    elsewhere["paths"] = {"a55": elsewhere["paths"]["default"]}
+    assert b.judge_counts(elsewhere, base, POLICY).kind == "incomparable"
+    broken = entry(10.0, [10.0], instruction_counts={"paths": {"default": {"per_inference": {"total": "many"}}}})
+    verdict = b.judge_counts(counts(1000), broken, POLICY)
+    assert verdict.kind == "incomparable" and "malformed" in verdict.reason
+
+
+def test_a_changed_runtime_or_runner_is_named_but_still_gated():
+    base = entry(10.0, [10.0], instruction_counts=counts(1000))
+    verdict = b.judge_counts(counts(1001, runner_build="r2"), base, POLICY)
+    assert verdict.is_regression and "(the runner build differs from the baseline's)" in verdict.reason
+    same = b.judge_counts(counts(1000, runtime_version="v2.14", runner_build="r2"), base, POLICY)
+    assert same.kind == "ok" and "(the runtime, runner build differ from the baseline's)" in same.reason
+
+
+def test_the_count_check_fails_only_a_regression_and_exits_17():
+    from edgekit.device import checks
+    from edgekit.device.results import EXIT_COUNT_REGRESSION, EXIT_REGRESSION, CellResult, CheckResult, SuiteResult
+
+    base = entry(10.0, [10.0], instruction_counts=counts(1000))
+    failed = checks.count_check(b.judge_counts(counts(1200), base, POLICY), updating=False)
+    assert failed.status == "failed" and failed.kind == "count" and failed.message.startswith("count regression: ")
+    assert (failed.value, failed.limit) == (1200.0, 1000.0)
+    assert checks.count_check(b.judge_counts(counts(1200), base, POLICY), updating=True).status == "skipped"
+    assert checks.count_check(b.judge_counts(counts(1000), base, POLICY), updating=False).status == "passed"
+    assert checks.count_check(b.judge_counts(counts(1000), None, POLICY), updating=False).status == "skipped"
+
+    info = {"key": "m/arm64-fp32"}
+    qemu = {"id": "qemu-default"}
+    latency = CheckResult("latency median", "failed", "regression", "latency")
+    golden = CheckResult("golden cosine [y]", "failed", "0.5")
+    cells = [CellResult(info, qemu, (failed,)), CellResult(info, qemu, (latency,)), CellResult(info, qemu, (golden,))]
+    assert [c.exit_code for c in cells] == [EXIT_COUNT_REGRESSION, EXIT_REGRESSION, 9] and EXIT_COUNT_REGRESSION == 17
+    assert CellResult(info, qemu, (failed, latency)).exit_code == EXIT_REGRESSION
+    assert CellResult(info, qemu, (failed, golden)).exit_code == 9
+
+    def suite(cs):
+        return SuiteResult(tuple(cs), "t", {}).exit_code
+    assert (suite(cells[:1]), suite(cells[:2]), suite(cells)) == (17, 15, 9)
+
+
+def test_the_history_keeps_each_entry_s_totals():
+    device = {"id": "qemu-default", "spec": "qemu", "facts": None}
+    doc = b.updated(None, device, "m/arm64-fp32", entry(1.0, [1.0], instruction_counts=counts(1000)))
+    doc = b.updated(doc, device, "m/arm64-fp32", entry(1.0, [1.0], instruction_counts=counts(1200)))
+    doc = b.updated(doc, device, "m/arm64-fp32", entry(1.0, [1.0]))
+    history = doc["entries"]["m/arm64-fp32"]["history"]
+    assert [h["instructions"] for h in history] == [{"default": 1000}, {"default": 1200}]
