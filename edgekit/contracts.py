@@ -273,7 +273,8 @@ CONTENTS = {
     "created_utc?": _STR,
     "model": {"name": _NAME, "file": _PATH, "target": _TARGET, "abi?": _STR, "precision": _PRECISION, "opt_version": _STR,
               "runtime_required": {"paddlelite": _STR, "opt_version": _STR},
-              "inputs": [{"name": _STR, "shape": [_DIM], "dtype": _DTYPE}], "outputs": [_STR]},
+              "inputs": [{"name": _STR, "shape": [_DIM], "dtype": _DTYPE}], "outputs": [_STR],
+              "nms?": Nullable({"op": _STR, "kept": _BOOL, "reason": _STR})},
     "host_twin": {"file?": _PATH, "bytes?": _COUNT},        # what runs on the host; the apps do without it
     "golden": {"inputs": [_GOLDEN_TENSOR], "outputs": [_GOLDEN_TENSOR], "count": _COUNT, "labels?": _PATH,
                "tolerances": {"min_cosine": _NUMBER, "max_abs?": Nullable(_NUMBER)}},

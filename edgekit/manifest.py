@@ -48,6 +48,7 @@ def build_manifest(rec: BuildRecord) -> dict:
             "outputs": list(static.fetches), "source_ops": list(static.op_types), "origin": static.origin,
             # how the reference engine was checked, and what was changed in the program as given (slots dropped)
             "reference_check": dict(static.check) or None,
+            "nms": rec.nms,      # an NMS op in the source graph: kept or cut off for task.json's NMS (lite/nms.py)
         },
         "host_twin": {"file": _relative(twin, device), "target": "x86", "precision": "fp32",
                       "bytes": read_header(twin.nb_file).file_bytes, "rewrites": list(twin.rewrites)},

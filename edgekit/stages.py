@@ -152,6 +152,37 @@ def cross_check_reference(rec: StageView) -> StageView:
     return rec.with_(static=cross_check(rec.static, dict(rec.evaluation.samples.head(8).inputs)))
 
 
+@declares(reads=("static", "evaluation", "?paddle3"), writes=("?static", "?evaluation", "?nms"))
+def nms_graph(rec: StageView) -> StageView:
+    """An NMS op in the graph (PaddleDetection's multiclass_nms3 ...): kept only if Lite runs it on the target and x86
+    and tiers A and C agree with Paddle, else cut off before it, the task then doing NMS (lite/nms.py)."""
+    from .lite import nms
+
+    if not any(t in nms.NMS_OPS for t in rec.static.op_types):
+        return rec
+    from .evalset import EvalSet
+
+    if rec.paddle3 is not None:   # its reference outputs (Paddle 3's own rows) were taken before any cut
+        raise ConversionError("a Paddle 3 program with NMS inside the graph is not supported: its reference is taken "
+                              "from the whole graph", "export the model without NMS (boxes and scores as outputs)")
+    cfg = rec.cfg
+    abi = TARGETS[cfg.target].emulation
+
+    def emulator():
+        from .emulation import Emulator
+        from .errors import EmulationUnavailable
+
+        if not cfg.emulation.enabled or abi is None:
+            raise EmulationUnavailable("tier C is off for this build (--no-emulation or no ARM target)",
+                                       "build with an ARM runtime (EDGEKIT_LITE_ARM) to let tier C check the NMS op")
+        return Emulator.prepare(abi, cfg.emulation, cfg.tool_timeout)
+
+    static, task, entry = nms.decide(rec.static, rec.evaluation, TARGETS[cfg.target].opt_places, rec.work / "nms",
+                                     cfg.tool_timeout, emulator)
+    evaluation = EvalSet(rec.evaluation.samples, task, rec.evaluation.truth)
+    return rec.with_(static=static, evaluation=evaluation, nms=entry)
+
+
 @declares(reads=("static", "evaluation"), writes=("?static", "folding"))
 def fold_graph(rec: StageView) -> StageView:
     """Conv affine chains and decomposed activations folded (export/fold.py), used only if it computes the same."""
@@ -371,7 +402,7 @@ def prune_report(rec: StageView) -> StageView:
 
 
 @declares(reads=("static", "evaluation", "report", "device", "twin", "?data_warnings", "?onnx_import",
-                 "?paddle3", "?folding", "?emulation", "?quantized", "?pruned", "?search", "?calibration"),
+                 "?paddle3", "?folding", "?nms", "?emulation", "?quantized", "?pruned", "?search", "?calibration"),
           writes=("golden", "bundle"))
 def write_bundle(rec: StageView) -> StageView:
     """Golden vectors, preprocessing and task specs, reports and the manifest; then one rename into place."""

@@ -9,6 +9,10 @@ task.json options (all validated here; the C++ core, native/core/src/detection.c
     activation = "sigmoid"    # class scores: "sigmoid" of logits, or "none" (already probabilities)
     score_threshold = 0.05    # candidates score more than this
     nms_iou = 0.5             # class-aware NMS: a box overlapping a better one of its class by more is dropped
+    nms = "greedy"            # or "matrix": Paddle's matrix_nms (scores decayed by overlap; no nms_iou)
+    post_threshold = 0.0      # matrix: decayed scores must exceed this
+    use_gaussian = false      # matrix: gaussian decay exp((max_iou^2 - iou^2) * gaussian_sigma), else linear
+    gaussian_sigma = 2.0
     nms_top_k = 1000          # candidates kept (best first) before NMS
     max_detections = 100      # per image, after NMS
     f1_threshold = 0.5        # the score threshold of the F1 metric
@@ -46,8 +50,10 @@ from .base import Task, TaskKind, check_count, check_options, number_option, per
 
 HEADS = ("anchor_free", "decoded")
 ACTIVATIONS = ("sigmoid", "none")
+NMS_KINDS = ("greedy", "matrix")
 OPTIONS = ("head", "strides", "reg_max", "cell_offset", "activation", "score_threshold", "nms_iou", "nms_top_k",
-           "max_detections", "f1_threshold", "labels", "num_classes")
+           "max_detections", "f1_threshold", "labels", "num_classes", "nms", "post_threshold", "use_gaussian",
+           "gaussian_sigma")
 BOX_SLACK = 0.5            # truth may reach half a pixel past the image edge (rounding of annotation tools)
 
 
@@ -96,6 +102,57 @@ def nms(boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray, iou: float, 
     return np.asarray(kept, np.int64)
 
 
+def nms_rows(rows: np.ndarray, counts: np.ndarray) -> list[Detections]:
+    """Detections of a graph that ran NMS itself (PaddleDetection's `multiclass_nms3`): rows [K, 6] of (class, score,
+    x0, y0, x1, y1) over the batch and the count per image [N], best first per image (stable)."""
+    rows = np.asarray(rows, np.float32).reshape(-1, 6)
+    counts = np.asarray(counts).reshape(-1).astype(np.int64)
+    if (counts < 0).any() or counts.sum() > len(rows):
+        raise DataError(f"NMS counts {counts.tolist()} do not fit {len(rows)} rows",
+                        "pass the op's rows and its per-image count (bbox_num) together")
+    found, start = [], 0
+    for count in counts:
+        image = rows[start:start + count]
+        start += int(count)
+        order = np.argsort(-image[:, 1].astype(np.float64), kind="stable")
+        image = image[order]
+        found.append(Detections(image[:, 2:6].copy(), image[:, 1].copy(), image[:, 0].astype(np.int64)))
+    return found
+
+
+def matrix_nms(boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray, top_k: int, max_detections: int,
+               post_threshold: float, gaussian: bool, sigma: float) -> tuple[np.ndarray, np.ndarray]:
+    """Paddle's matrix_nms: (indices kept, their decayed float32 scores), best first (stable).
+
+    Per class in increasing order: the candidates sorted by score (stable), the first `top_k`; IoU in double
+    between each and every better one; a candidate's decay is the minimum over better boxes j of
+    (1 - iou) / (1 - max_iou_j) (or exp((max_iou_j^2 - iou^2) * sigma)), max_iou_j being j's largest IoU with a
+    box better than itself; kept if decay * score (float32) > post_threshold. Then all, by decayed score."""
+    picked: list[int] = []
+    decayed: list[np.float32] = []
+    for klass in np.unique(classes):
+        mine = np.nonzero(classes == klass)[0]
+        mine = mine[np.argsort(-scores[mine].astype(np.float64), kind="stable")][:top_k]
+        iou = coco.iou_matrix(boxes[mine], boxes[mine])
+        below = np.tril(iou, -1)
+        iou_max = below.max(axis=1) if len(mine) else below
+        for i, index in enumerate(mine):
+            decay = 1.0
+            if i:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    ratio = np.exp((iou_max[:i] ** 2 - iou[i, :i] ** 2) * sigma) if gaussian \
+                        else (1.0 - iou[i, :i]) / (1.0 - iou_max[:i])
+                for value in ratio:             # as std::min(decay, value): NaN leaves it unchanged
+                    decay = value if value < decay else decay
+            score = np.float32(decay * float(scores[index]))
+            if score > np.float32(post_threshold):
+                picked.append(int(index))
+                decayed.append(score)
+    values = np.asarray(decayed, np.float32)
+    order = np.argsort(-values.astype(np.float64), kind="stable")[:max_detections]
+    return np.asarray(picked, np.int64)[order], values[order]
+
+
 def coco_truth(document: Mapping, files: Sequence[str]) -> tuple[list[dict], list[str]]:
     """COCO annotation JSON -> (truth entries for `files` in that order, class names by category id order).
 
@@ -142,6 +199,10 @@ class Detection(Task):
     f1_threshold: float = 0.5
     labels: tuple[str, ...] = ()
     num_classes: int = 0              # 0: the count of labels, else taken from the model's outputs
+    nms_kind: str = "greedy"          # task option `nms`
+    post_threshold: float = 0.0       # matrix
+    use_gaussian: bool = False        # matrix
+    gaussian_sigma: float = 2.0       # matrix
 
     kind = TaskKind.detection
     primary = "map50"
@@ -169,13 +230,22 @@ class Detection(Task):
         if labels and num_classes != len(labels):
             raise ConfigError(f"task detection: num_classes = {num_classes} but {len(labels)} labels",
                               "give one label per class, or leave num_classes out")
+        nms_kind = options.get("nms", "greedy")
+        if nms_kind not in NMS_KINDS:
+            raise ConfigError(f"task detection option nms = {nms_kind!r} is unknown", f"use one of {', '.join(NMS_KINDS)}")
+        gaussian = options.get("use_gaussian", False)
+        if not isinstance(gaussian, bool):
+            raise ConfigError(f"task detection option use_gaussian = {gaussian!r} is not true or false",
+                              "write use_gaussian = true or false")
         return cls(head, tuple(strides), int(number_option(k, options, "reg_max", 7, 0, 64)),
                    number_option(k, options, "cell_offset", 0.5, 0.0, 1.0), activation,
                    number_option(k, options, "score_threshold", 0.05, 0.0, 1.0),
                    number_option(k, options, "nms_iou", 0.5, 0.0, 1.0),
                    int(number_option(k, options, "nms_top_k", 1000, 1, 100000)),
                    int(number_option(k, options, "max_detections", 100, 1, 10000)),
-                   number_option(k, options, "f1_threshold", 0.5, 0.0, 1.0), tuple(labels), num_classes)
+                   number_option(k, options, "f1_threshold", 0.5, 0.0, 1.0), tuple(labels), num_classes, nms_kind,
+                   number_option(k, options, "post_threshold", 0.0, 0.0, 1.0), gaussian,
+                   number_option(k, options, "gaussian_sigma", 2.0, 0.0, 1000.0))
 
     def options(self) -> dict:
         found = {"head": self.head, "activation": self.activation, "score_threshold": self.score_threshold,
@@ -183,6 +253,10 @@ class Detection(Task):
                  "f1_threshold": self.f1_threshold}
         if self.head == "anchor_free":
             found.update(strides=list(self.strides), reg_max=self.reg_max, cell_offset=self.cell_offset)
+        if self.nms_kind == "matrix":
+            found.update(nms="matrix", post_threshold=self.post_threshold, use_gaussian=self.use_gaussian,
+                         gaussian_sigma=self.gaussian_sigma)
+            del found["nms_iou"]
         if self.labels:
             found["labels"] = list(self.labels)
         elif self.num_classes:
@@ -249,6 +323,11 @@ class Detection(Task):
         for image_boxes, image_scores in zip(boxes, scores):
             anchor, klass = np.nonzero(image_scores > np.float32(self.score_threshold))   # anchor-major order
             cand_boxes, cand_scores = image_boxes[anchor], image_scores[anchor, klass]
+            if self.nms_kind == "matrix":
+                keep, decayed = matrix_nms(cand_boxes, cand_scores, klass, self.nms_top_k, self.max_detections,
+                                           self.post_threshold, self.use_gaussian, self.gaussian_sigma)
+                found.append(Detections(cand_boxes[keep].reshape(-1, 4), decayed, klass[keep].astype(np.int64)))
+                continue
             keep = nms(cand_boxes, cand_scores, klass, self.nms_iou, self.nms_top_k, self.max_detections)
             found.append(Detections(cand_boxes[keep].reshape(-1, 4), cand_scores[keep], klass[keep].astype(np.int64)))
         return found
@@ -295,7 +374,10 @@ class Detection(Task):
         return max(seen) + 1 if seen else 0
 
     def evaluate(self, outputs: Sequence[np.ndarray], truth: Sequence) -> dict[str, float]:
-        found = self.detect(outputs)
+        return self.evaluate_detections(self.detect(outputs), truth)
+
+    def evaluate_detections(self, found: Sequence[Detections], truth: Sequence) -> dict[str, float]:
+        """Every metric of detections found by any means (e.g. `nms_rows` of a graph that ran NMS itself)."""
         check_count(self.kind, len(found), truth)
         if not any(len(t["classes"]) for t in truth):
             raise DataError("detection truth holds no boxes at all: mAP is undefined",

@@ -5,7 +5,7 @@ outputs that do not fit the task. Host, and aarch64 under qemu (e2e).
 
 Cases: anchor-free heads with DFL (reg_max 7) and plain distances (reg_max 0), one to three strides,
 dense candidates for NMS and the top-k / max-detections caps, equal scores, logits and probabilities;
-decoded heads; zero detections; letterboxed wide and tall images; argmax maps with ties, one-channel
+decoded heads; matrix NMS (linear and gaussian decay, identical boxes); zero detections; letterboxed wide and tall images; argmax maps with ties, one-channel
 thresholds, class-map outputs, nearest resizing and maps put back onto letterboxed images.
 """
 
@@ -68,6 +68,14 @@ def detection_cases(rng):
     yield "exact letterbox wide", decoded, exact, (letterbox, (300, 800))
     yield "exact letterbox tall", decoded, exact, (letterbox, (500, 201))
     yield "exact stretch", decoded, exact, (PreprocessSpec(resize=(96, 128)), (77, 1001))
+    matrix = {"strides": [4], "reg_max": 3, "nms": "matrix", "score_threshold": 0.2, "post_threshold": 0.1,
+              "nms_top_k": 200, "max_detections": 40}
+    dense = raw_head(rng, (64, 64), [4], 3, 3, density=0.5)
+    yield "matrix linear", matrix, dense, None
+    yield "matrix gaussian", dict(matrix, use_gaussian=True, gaussian_sigma=2.0, post_threshold=0.05), dense, None
+    yield "matrix decoded", dict(decoded, nms="matrix", post_threshold=0.3), exact, (letterbox, (300, 800))
+    same = np.repeat(np.array([[[0, 0, 10, 10], [5, 5, 20, 20], [30, 30, 40, 50]]], np.float32), 2, axis=1)
+    yield "matrix duplicates", dict(decoded, nms="matrix"), [same, np.full((1, 6, 2), 0.9, np.float32)], None  # / 0
     yield "bad count", base, outputs[:5], None
     yield "bad bins", {"strides": [8, 16, 32], "reg_max": 5}, outputs, None
     yield "bad classes", {"strides": [8, 16, 32], "num_classes": 4}, outputs, None

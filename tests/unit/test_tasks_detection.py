@@ -272,3 +272,101 @@ def test_a_crafted_mask_png_is_refused_before_it_is_decoded(tmp_path):
     (tmp_path / "huge.png").write_bytes(make.png_header(10000, 10000))      # 100 Mpx claimed by a few bytes
     with pytest.raises(DataError, match="beyond the limit MAX_IMAGE_PIXELS"):
         masks_truth([tmp_path / "huge.png"])
+
+
+# ---------------------------------------------------------------- NMS inside the graph (lite/nms.py)
+
+def _rows():
+    """Two images' multiclass_nms3 rows (class, score, x0, y0, x1, y1), listed by class as the op lists them."""
+    return np.array([[0, 0.6, 0, 0, 10, 10], [1, 0.9, 20, 20, 30, 30],      # image 0: class order, not score order
+                     [2, 0.7, 5, 5, 15, 15]], np.float32), np.array([2, 1], np.int32)
+
+
+def test_nms_rows_become_detections_best_first_per_image():
+    from edgekit.tasks.detection import nms_rows
+
+    rows, counts = _rows()
+    found = nms_rows(rows, counts)
+    assert [len(d) for d in found] == [2, 1]
+    assert found[0].classes.tolist() == [1, 0] and found[0].scores.tolist() == pytest.approx([0.9, 0.6])
+    assert found[0].boxes[0].tolist() == [20, 20, 30, 30] and found[1].classes.tolist() == [2]
+    assert [len(d) for d in nms_rows(np.zeros((0, 6), np.float32), np.array([0, 0]))] == [0, 0]   # nothing: a result
+    with pytest.raises(DataError, match=r"NMS counts \[2, 2\] do not fit 3 rows"):
+        nms_rows(rows, np.array([2, 2]))
+
+
+def test_evaluate_detections_scores_rows_like_decoded_outputs():
+    from edgekit.tasks.detection import nms_rows
+
+    task = make_task("detection", {"head": "decoded", "activation": "none", "num_classes": 3})
+    rows, counts = _rows()
+    truth = [{"boxes": [[0, 0, 10, 10], [20, 20, 30, 30]], "classes": [0, 1]}, {"boxes": [[5, 5, 15, 15]], "classes": [2]}]
+    assert task.evaluate_detections(nms_rows(rows, counts), truth)["map50"] == 100.0
+    boxes = np.zeros((2, 2, 4), np.float32)                  # the same detections as decoded outputs
+    scores = np.zeros((2, 2, 3), np.float32)
+    boxes[0], boxes[1, 0] = [[0, 0, 10, 10], [20, 20, 30, 30]], [5, 5, 15, 15]
+    scores[0, 0, 0], scores[0, 1, 1], scores[1, 0, 2] = 0.6, 0.9, 0.7
+    assert task.evaluate([boxes, scores], truth) == task.evaluate_detections(nms_rows(rows, counts), truth)
+
+
+def test_rows_of_two_engines_agree_only_with_the_same_counts_classes_and_values():
+    from edgekit.lite.nms import rows_agree, split_rows
+
+    rows, counts = _rows()
+    per = split_rows(rows, counts)
+    assert [len(p) for p in per] == [2, 1]
+    assert rows_agree(per, per) == {"agree": True, "images": 2, "rows": 3, "max_abs": 0.0}
+    moved = [p.copy() for p in per]
+    moved[1][0, 3] += 0.01
+    assert rows_agree(per, moved)["reason"].startswith("values differ by 0.01")
+    assert rows_agree(per, [per[0], per[1][:0]])["reason"] == "image 1: 0 rows, Paddle 1"
+    relabelled = [per[0][::-1].copy(), per[1]]
+    assert rows_agree(per, relabelled)["reason"] == "image 0: classes differ"
+
+
+def test_the_cut_check_matches_rows_to_detections_in_any_order():
+    from edgekit.lite.nms import match_rows, split_rows
+    from edgekit.tasks.detection import nms_rows
+
+    rows, counts = _rows()
+    per = split_rows(rows, counts)
+    same = match_rows(per, nms_rows(rows, counts))            # best-first detections vs class-ordered rows
+    assert same["passed"] and same["match_percent"] == 100.0 and same["graph_rows"] == 3
+    shifted = rows.copy()
+    shifted[2, 2:] += 3.0                                     # image 1's box moved: not the same detection
+    worse = match_rows(per, nms_rows(shifted, counts))
+    assert not worse["passed"] and worse["matched"] == 2 and worse["bundle_only"] == 1 and worse["match_percent"] == 50.0
+
+
+def test_an_nms_op_becomes_the_task_options_that_do_the_same():
+    from edgekit.lite.nms import NmsOp
+
+    op = NmsOp("multiclass_nms3", "boxes", "scores", (-1, 180, 4), (-1, 3, 180),
+               {"score_threshold": 0.025, "nms_threshold": 0.6, "nms_top_k": 1000, "keep_top_k": -1,
+                "background_label": -1, "normalized": True})
+    options = op.task_options()
+    assert options == {"head": "decoded", "activation": "none", "score_threshold": 0.025, "nms_iou": 0.6,
+                       "nms_top_k": 1000}                    # keep_top_k -1: no cap from the op
+    assert make_task("detection", options).head == "decoded"
+    assert op.to_json()["attrs"]["nms_threshold"] == 0.6
+
+
+def test_matrix_nms_decays_scores_by_overlap_as_paddles_matrix_nms():
+    task = make_task("detection", {"head": "decoded", "activation": "none", "nms": "matrix", "post_threshold": 0.05})
+    boxes = np.repeat(np.array([[[0, 0, 10, 10], [5, 5, 20, 20], [30, 30, 40, 50]]], np.float32), 2, axis=1)
+    found = task.detect([boxes, np.full((1, 6, 2), 0.9, np.float32)])[0]
+    # a duplicate decays to 0 ((1 - 1) / (1 - 0)); [5, 5, 20, 20] overlaps the first box by IoU 25 / 300:
+    # (1 - 1/12) / (1 - 0) * 0.9; the division by 1 - 1 (a duplicate's max IoU) is infinite and ignored
+    assert found.classes.tolist() == [0, 0, 1, 1, 0, 1]
+    assert found.scores.tolist() == pytest.approx([0.9, 0.9, 0.9, 0.9, 0.825, 0.825], abs=1e-6)
+    gaussian = make_task("detection", {"head": "decoded", "activation": "none", "nms": "matrix", "use_gaussian": True,
+                                       "gaussian_sigma": 2.0})
+    decayed = gaussian.detect([boxes, np.full((1, 6, 2), 0.9, np.float32)])[0]
+    assert decayed.scores.max() == pytest.approx(0.9) and len(decayed) == 12       # exp(-2) > 0: every box kept
+    assert sorted(decayed.scores.tolist())[0] == pytest.approx(0.9 * np.exp(-2.0), abs=1e-6)
+    assert task.options()["nms"] == "matrix" and "nms_iou" not in task.options()
+    assert make_task("detection", task.options()) == task
+    with pytest.raises(ConfigError, match="option nms = 'soft' is unknown"):
+        make_task("detection", {"nms": "soft"})
+    with pytest.raises(ConfigError, match="use_gaussian = 1 is not true or false"):
+        make_task("detection", {"nms": "matrix", "use_gaussian": 1})

@@ -192,7 +192,8 @@ std::vector<Anchors> anchors(const std::vector<const Array*>& outputs, const Det
 DetectionOptions DetectionOptions::from_json(const Json& options) {
   const std::string kind = "detection";
   check_known(kind, options, {"head", "strides", "reg_max", "cell_offset", "activation", "score_threshold", "nms_iou",
-                              "nms_top_k", "max_detections", "f1_threshold", "labels", "num_classes"});
+                              "nms_top_k", "max_detections", "f1_threshold", "labels", "num_classes", "nms",
+                              "post_threshold", "use_gaussian", "gaussian_sigma"});
   DetectionOptions o;
   o.decoded = choice(kind, options, "head", "anchor_free", {"anchor_free", "decoded"}) == "decoded";
   o.sigmoid = choice(kind, options, "activation", "sigmoid", {"sigmoid", "none"}) == "sigmoid";
@@ -222,6 +223,15 @@ DetectionOptions DetectionOptions::from_json(const Json& options) {
   o.nms_top_k = static_cast<int>(number(kind, options, "nms_top_k", 1000, 1, 100000));
   o.max_detections = static_cast<int>(number(kind, options, "max_detections", 100, 1, 10000));
   o.f1_threshold = number(kind, options, "f1_threshold", 0.5, 0, 1);
+  o.matrix = choice(kind, options, "nms", "greedy", {"greedy", "matrix"}) == "matrix";
+  o.post_threshold = number(kind, options, "post_threshold", 0.0, 0, 1);
+  o.gaussian_sigma = number(kind, options, "gaussian_sigma", 2.0, 0, 1000);
+  if (const Json* v = options.find("use_gaussian")) {
+    if (v->type() != Json::Type::boolean) {
+      throw bad(kind, "option use_gaussian = " + v->dump() + " is not true or false", "write use_gaussian = true or false");
+    }
+    o.use_gaussian = v->as_bool();
+  }
   return o;
 }
 
@@ -255,6 +265,56 @@ std::vector<std::size_t> nms(const std::vector<Detection>& candidates, double io
   return kept;
 }
 
+std::vector<std::size_t> matrix_nms(const std::vector<Detection>& candidates, const DetectionOptions& options,
+                                    std::vector<float>& decayed) {
+  std::map<std::int64_t, std::vector<std::size_t>> per_class;   // increasing class, candidate order within
+  for (std::size_t i = 0; i < candidates.size(); ++i) per_class[candidates[i].klass].push_back(i);
+  std::vector<std::size_t> picked;
+  std::vector<float> scores;
+  const float post = static_cast<float>(options.post_threshold);
+  for (auto& entry : per_class) {
+    std::vector<std::size_t>& mine = entry.second;
+    std::stable_sort(mine.begin(), mine.end(),
+                     [&](std::size_t x, std::size_t y) { return candidates[x].score > candidates[y].score; });
+    if (mine.size() > static_cast<std::size_t>(options.nms_top_k)) mine.resize(static_cast<std::size_t>(options.nms_top_k));
+    const std::size_t n = mine.size();
+    std::vector<double> iou(n * n, 0.0), iou_max(n, 0.0);
+    for (std::size_t i = 0; i < n; ++i) {
+      for (std::size_t j = 0; j < i; ++j) {
+        iou[i * n + j] = box_iou(candidates[mine[i]].box, candidates[mine[j]].box);
+        iou_max[i] = std::max(iou_max[i], iou[i * n + j]);
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      double decay = 1.0;
+      for (std::size_t j = 0; j < i; ++j) {
+        const double v = iou[i * n + j];
+        const double ratio = options.use_gaussian ? std::exp((iou_max[j] * iou_max[j] - v * v) * options.gaussian_sigma)
+                                                  : (1.0 - v) / (1.0 - iou_max[j]);
+        decay = ratio < decay ? ratio : decay;   // NaN leaves it unchanged
+      }
+      const float score = static_cast<float>(decay * static_cast<double>(candidates[mine[i]].score));
+      if (score > post) {
+        picked.push_back(mine[i]);
+        scores.push_back(score);
+      }
+    }
+  }
+  std::vector<std::size_t> order(picked.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return scores[x] > scores[y]; });
+  if (order.size() > static_cast<std::size_t>(options.max_detections)) {
+    order.resize(static_cast<std::size_t>(options.max_detections));
+  }
+  std::vector<std::size_t> kept;
+  decayed.clear();
+  for (std::size_t k : order) {
+    kept.push_back(picked[k]);
+    decayed.push_back(scores[k]);
+  }
+  return kept;
+}
+
 std::vector<std::vector<Detection>> detect(const std::vector<const Array*>& outputs, const DetectionOptions& options) {
   std::vector<std::vector<Detection>> found;
   const float threshold = static_cast<float>(options.score_threshold);
@@ -274,8 +334,17 @@ std::vector<std::vector<Detection>> detect(const std::vector<const Array*>& outp
       }
     }
     std::vector<Detection> kept;
-    for (std::size_t i : nms(candidates, options.nms_iou, options.nms_top_k, options.max_detections)) {
-      kept.push_back(candidates[i]);
+    if (options.matrix) {
+      std::vector<float> decayed;
+      const auto picked = matrix_nms(candidates, options, decayed);
+      for (std::size_t k = 0; k < picked.size(); ++k) {
+        kept.push_back(candidates[picked[k]]);
+        kept.back().score = decayed[k];
+      }
+    } else {
+      for (std::size_t i : nms(candidates, options.nms_iou, options.nms_top_k, options.max_detections)) {
+        kept.push_back(candidates[i]);
+      }
     }
     found.push_back(std::move(kept));
   }

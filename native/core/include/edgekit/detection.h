@@ -31,6 +31,10 @@ struct DetectionOptions {
   double f1_threshold = 0.5;
   std::vector<std::string> labels;
   int num_classes = 0;             // 0: any (taken from the outputs)
+  bool matrix = false;             // nms "matrix" (Paddle's matrix_nms), else "greedy"
+  double post_threshold = 0.0;     // matrix: decayed scores must exceed this
+  bool use_gaussian = false;       // matrix: gaussian decay, else linear
+  double gaussian_sigma = 2.0;
 
   // Python's Detection.from_options: unknown keys and values out of range are Error(input).
   static DetectionOptions from_json(const Json& options);
@@ -49,6 +53,12 @@ std::vector<std::vector<Detection>> detect(const std::vector<const Array*>& outp
 // Indices kept by class-aware greedy NMS (candidates sorted by score, stable), best first.
 std::vector<std::size_t> nms(const std::vector<Detection>& candidates, double iou, int top_k, int max_detections);
 double box_iou(const float* a, const float* b);
+
+// Paddle's matrix_nms (Python's detection.matrix_nms): per class, candidates by score (stable), the first top_k;
+// each one's score decayed by its overlaps with better boxes; kept if the decayed float32 score > post_threshold;
+// then all by decayed score (stable), at most max_detections. Returns indices; `decayed` gets their scores.
+std::vector<std::size_t> matrix_nms(const std::vector<Detection>& candidates, const DetectionOptions& options,
+                                    std::vector<float>& decayed);
 
 struct SegmentationOptions {
   std::vector<std::string> labels;

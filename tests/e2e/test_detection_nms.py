@@ -1,0 +1,126 @@
+"""The detector example exported PaddleDetection-style, `multiclass_nms3` in the graph (edgekit/examples/detector/
+with_nms.py): it builds to arm64 INT8, the manifest says whether the NMS op was kept or cut off and why, and the
+bundle detects what Paddle's own NMS'd output detects on the evaluation scenes (mAP@0.5 within 0.5 points)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bundles import build_example_int8, leftovers, manifest
+
+from edgekit.examples import detector
+from edgekit.examples.detector import train, with_nms
+from edgekit.examples.detector import truth as example_truth
+from edgekit.tasks import make_task
+from edgekit.tasks.detection import nms_rows
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLE = Path(detector.__file__).parent
+SAMPLES = 16
+SAME_BOXES = 0.5           # map50 points: the bundle against the source framework's own NMS'd boxes
+INT8_BUDGET = 1.0          # map50 points (the [parity] default int8 gate)
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory, cli):
+    return build_example_int8(cli, tmp_path_factory.mktemp("detector-nms"), EXAMPLE, "detector-nms", SAMPLES,
+                              toml="with_nms.toml")
+
+
+@pytest.fixture(scope="module")
+def paddle_map(bundle):
+    """mAP of the in-graph-NMS model as Paddle's dynamic graph runs it (multiclass_nms3's rows) on the same scenes."""
+    import paddle
+
+    paddle.disable_static()
+    model = with_nms.create()
+    model.set_state_dict(paddle.load(str(EXAMPLE / "detector.pdparams")))
+    model.eval()
+    x, truth = example_truth.evaluation_set(EXAMPLE / "data" / "eval", train.spec())
+    with paddle.no_grad():
+        rows, counts = model(paddle.to_tensor(x[:SAMPLES]))
+    task = make_task("detection", json.loads((bundle / "task.json").read_text())["options"])
+    return task.evaluate_detections(nms_rows(rows.numpy(), counts.numpy()), truth[:SAMPLES])
+
+
+def test_the_manifest_says_the_nms_op_was_cut_and_why(bundle):
+    m = manifest(bundle)
+    nms = m["model"]["nms"]
+    assert nms["op"] == "multiclass_nms3" and nms["kept"] is False and nms["reason"]
+    measured = nms["measured"]
+    assert measured["opt_arm"] == measured["opt_x86"] == "converted"        # opt 2.13 converts it for both
+    assert measured["tier_a"]["agree"] and measured["tier_a"]["rows"] > 0   # the x86 twin gives Paddle's rows
+    if os.environ.get("EDGEKIT_LITE_ARM"):   # edgekit's runner reads one slice per sample, not NMS rows
+        assert "tier C" in nms["reason"] and "first dimension must count the samples" in measured["tier_c"]["reason"]
+    else:
+        assert "tier C is off for this build" in nms["reason"]
+    assert nms["cut"]["passed"] and nms["cut"]["match_percent"] >= 99.0 and nms["cut"]["graph_rows"] > 0
+    assert "multiclass_nms3" not in m["model"]["source_ops"] and len(m["model"]["outputs"]) == 2   # boxes, scores
+    task = json.loads((bundle / "task.json").read_text())["options"]
+    assert task["head"] == "decoded" and task["activation"] == "none"
+    assert (task["score_threshold"], task["nms_iou"], task["max_detections"]) == (0.05, 0.5, 100)   # the op's own
+
+
+def test_the_bundle_detects_what_paddles_own_nms_detects(bundle, paddle_map):
+    metrics = manifest(bundle)["parity"]["metrics"]
+    fp32, twin, int8 = metrics["fp32 reference"], metrics["x86 twin .nb"], metrics["int8 simulated"]
+    assert paddle_map["map50"] >= 60.0                                       # measured 67.10 on 16 scenes
+    assert abs(fp32["map50"] - paddle_map["map50"]) <= SAME_BOXES           # the cut graph + task.json's NMS
+    assert abs(twin["map50"] - paddle_map["map50"]) <= SAME_BOXES           # tier A
+    assert paddle_map["map50"] - int8["map50"] <= INT8_BUDGET
+    arm = metrics.get("arm64 .nb (emulated ARM)")
+    if os.environ.get("EDGEKIT_LITE_ARM"):
+        assert arm is not None and abs(arm["map50"] - int8["map50"]) <= INT8_BUDGET   # tier C agrees with tier B
+        assert paddle_map["map50"] - arm["map50"] <= INT8_BUDGET
+    assert np.isfinite(fp32["map"]) and abs(fp32["map"] - paddle_map["map"]) <= SAME_BOXES
+
+
+def test_a_matrix_nms_graph_is_cut_for_the_bundles_matrix_nms(tmp_path, cli):
+    """matrix_nms (PP-YOLOv2's decayed scores): cut as well, task.json then runs the same matrix NMS (FP32, no tier C:
+    the decision and the cut are what differ from multiclass_nms3)."""
+    import paddle
+
+    text = (EXAMPLE / "with_nms.toml").read_text(encoding="utf-8").replace("with_nms:create", "with_nms:create_matrix")
+    for key in ("weights = \"", "calibration = \"", "evaluation = \"", "labels = \""):
+        text = text.replace(key, key + str(EXAMPLE) + "/")
+    (tmp_path / "edgekit.toml").write_text(text.replace("[parity]\n", f"[parity]\nmax_samples = {SAMPLES}\n"),
+                                           encoding="utf-8")
+    cli("build", "-c", tmp_path / "edgekit.toml", "--target", "arm64", "--quant", "fp32", "--out", tmp_path / "out",
+        "--no-emulation", "--quiet")
+    bundle = tmp_path / "out" / "detector-nms" / "arm64-fp32"
+    m = manifest(bundle)
+    nms = m["model"]["nms"]
+    assert nms["op"] == "matrix_nms" and nms["kept"] is False and "tier C" in nms["reason"]
+    assert nms["cut"]["judged_by"] == "rows" and nms["cut"]["match_percent"] == 100.0   # measured 1029 of 1029 rows
+    task = json.loads((bundle / "task.json").read_text())["options"]
+    assert task["nms"] == "matrix" and task["post_threshold"] == 0.05 and "nms_iou" not in task
+    paddle.disable_static()
+    model = with_nms.create_matrix()
+    model.set_state_dict(paddle.load(str(EXAMPLE / "detector.pdparams")))
+    model.eval()
+    x, truth = example_truth.evaluation_set(EXAMPLE / "data" / "eval", train.spec())
+    with paddle.no_grad():
+        rows, counts = model(paddle.to_tensor(x[:SAMPLES]))
+    source = make_task("detection", task).evaluate_detections(nms_rows(rows.numpy(), counts.numpy()), truth[:SAMPLES])
+    metrics = m["parity"]["metrics"]
+    assert abs(metrics["fp32 reference"]["map50"] - source["map50"]) <= SAME_BOXES          # measured 67.85 both
+    assert metrics["x86 twin .nb"]["map50"] == metrics["fp32 reference"]["map50"]
+
+
+def test_an_nms_graph_without_detection_truth_is_refused_in_one_line(tmp_path, cli):
+    text = (EXAMPLE / "with_nms.toml").read_text(encoding="utf-8")
+    for key in ("weights = \"", "calibration = \"", "labels = \""):
+        text = text.replace(key, key + str(EXAMPLE) + "/")
+    text = text.replace('evaluation = "data/eval"', "")      # judged on the calibration scenes, which have no truth
+    (tmp_path / "edgekit.toml").write_text(text, encoding="utf-8")
+    result = cli("build", "-c", tmp_path / "edgekit.toml", "--target", "arm64", "--quant", "fp32", "--out",
+                 tmp_path / "out", "--no-emulation", ok=False)
+    assert result.exit_code != 0
+    assert "the program holds multiclass_nms3, and the evaluation data has no detection truth" in result.output
+    assert leftovers(tmp_path / "out") == []
