@@ -39,10 +39,10 @@ def run_paddle3(*args: str, env: dict | None = None, timeout: float = 600) -> No
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def build_example_int8(cli, folder: Path, example: Path, name: str, samples: int) -> Path:
-    """An example's own edgekit.toml built to arm64 INT8 on `samples` evaluation samples (tier C with an ARM runtime):
-    its relative paths made absolute, `[parity] max_samples` added."""
-    text = (example / "edgekit.toml").read_text(encoding="utf-8")
+def build_example_int8(cli, folder: Path, example: Path, name: str, samples: int, toml: str = "edgekit.toml") -> Path:
+    """An example's own edgekit.toml (or `toml` beside it) built to arm64 INT8 on `samples` evaluation samples (tier C
+    with an ARM runtime): its relative paths made absolute, `[parity] max_samples` added."""
+    text = (example / toml).read_text(encoding="utf-8")
     for key in ("weights = \"", "calibration = \"", "evaluation = \"", "labels = \""):
         text = text.replace(key, key + str(example) + "/")
     text = text.replace("[parity]\n", f"[parity]\nmax_samples = {samples}\n")
