@@ -2,10 +2,15 @@
 
     ./run python bench/bench_matrix.py [--examples digits det rec cls] [--targets arm64 armv7]
                                       [--precisions fp32 int8] [--executors serial pool ray] [--emulation]
+                                      [--rec-search example|fallback]
 
-The full run (the default: 4 models × 2 targets × 2 precisions = 16 cells) takes long on
-2 cores (rec's INT8 fallback search alone is tens of minutes); `--examples digits cls`
-gives an 8-cell matrix in minutes. Each executor builds the same matrix into its own
+The full run (the default: digits and the three PP-OCR models, PP-OCRv4 rec included,
+× 2 targets × 2 precisions = 16 cells) takes long on 2 cores; `--examples digits cls`
+gives an 8-cell matrix in minutes. The rec INT8 cells search as the example's rec.toml
+says (avg, then hist, which holds the 2-point exact-match budget: two calibrations, no
+layer fallback); `--rec-search fallback` gives them `--search-algos avg` (90 % exact
+match, outside the budget), so they run the per-layer sensitivity runs and the fallback
+loop, tens of minutes a cell. Each executor builds the same matrix into its own
 folder with no calibration cache; the last one is then run again (every cell a cache hit).
 The scheduling overhead is the wall time per trivial task on each executor (no build),
 with the executor already started; Ray's startup is reported apart. Figures only.
@@ -28,12 +33,16 @@ def _noop(x):
     return x
 
 
+REC_SEARCH = {"example": [], "fallback": ["--search-algos", "avg"]}     # rec's extra build flags per --rec-search
+
+
 def matrix_file(root: Path, examples: list[str], targets: list[str], precisions: list[str], data: Path | None,
-                emulation: bool) -> Path:
+                emulation: bool, rec_search: str = "example") -> Path:
     lines = [f"targets = {json.dumps(targets)}", f"precisions = {json.dumps(precisions)}"]
     extra = [] if emulation else ["--no-emulation"]
     for example in examples:
-        lines += ["[[model]]", f'name = "{example}"', f"args = {json.dumps(extra)}"]
+        args = extra + (REC_SEARCH[rec_search] if example == "rec" else [])
+        lines += ["[[model]]", f'name = "{example}"', f"args = {json.dumps(args)}"]
         if example == "digits":
             lines.append(f'config = "{EXAMPLES_DIR / "digits" / "edgekit.toml"}"')
             continue
@@ -61,16 +70,19 @@ def main() -> int:
     parser.add_argument("--executors", nargs="+", default=["serial", "pool", "ray"])
     parser.add_argument("--emulation", action="store_true", help="run tier C in every cell (default: --no-emulation)")
     parser.add_argument("--data", type=Path, help="PP-OCR data from make_data (default: rendered here)")
+    parser.add_argument("--rec-search", choices=sorted(REC_SEARCH), default="example",
+                        help="rec INT8: the example's algorithms (no fallback needed) or avg alone (the layer fallback)")
     args = parser.parse_args()
 
     from edgekit import executors, matrix
 
     report: dict = {"examples": args.examples, "targets": args.targets, "precisions": args.precisions,
-                    "emulation": args.emulation, "cores": executors.usable_cores(), "runs": {}}
+                    "emulation": args.emulation, "rec_search": args.rec_search, "cores": executors.usable_cores(), "runs": {}}
     with tempfile.TemporaryDirectory(prefix="bench-matrix-") as tmp:
         root = Path(tmp)
         data = ocr_data(args.data, args.examples, root)
-        spec = matrix.load(matrix_file(root, args.examples, args.targets, args.precisions, data, args.emulation))
+        spec = matrix.load(matrix_file(root, args.examples, args.targets, args.precisions, data, args.emulation,
+                                         args.rec_search))
         report["cells"] = len(spec.cells)
         # keyed with edgekit's source as it is now: other work on the checkout must not re-key the reruns
         source = matrix.source_digest()

@@ -62,6 +62,9 @@ class InputSpec:
         return (batch,) + tuple(self.shape[1:])
 
 
+NMS_CHOICES = ("auto", "keep", "cut")   # [model] nms
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     name: str = ""
@@ -72,6 +75,7 @@ class ModelConfig:
     inputs: tuple[InputSpec, ...] = ()
     paddle: int = 2                       # the Paddle major version a factory's code is written for (2 or 3)
     description: Path | None = None       # the model folder's inference.yml (PaddleX), read for [preprocess]/[task]
+    nms: str = "auto"                     # an NMS op in the graph: "auto" (measured, lite/nms.py), "keep" or "cut"
 
 
 @dataclass(frozen=True)
@@ -204,7 +208,8 @@ def _toml_layer(path: Path) -> dict:
                           f"sections are {', '.join(SECTIONS)}")
     base = path.parent.resolve()
     out: dict[str, Any] = {}
-    model = _section(raw, "model", {"name", "factory", "weights", "model_file", "params_file", "inputs", "paddle"}, path)
+    model = _section(raw, "model", {"name", "factory", "weights", "model_file", "params_file", "inputs", "paddle", "nms"},
+                     path)
     for key in ("weights", "model_file", "params_file"):
         if key in model:
             out[key] = _path(base, model.pop(key))
@@ -393,10 +398,15 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
     if paddle_major == 3 and not m.get("factory"):
         raise ConfigError("--paddle 3 / [model] paddle applies to factory models only",
                           "leave it out: an exported model's format says which Paddle wrote it")
+    nms_choice = m.get("nms", "auto")
+    if nms_choice not in NMS_CHOICES:
+        raise ConfigError(f"[model] nms = {nms_choice!r} is unknown",
+                          "use \"auto\" (keep the graph's NMS op when measured safe), \"keep\" or \"cut\"")
     model = ModelConfig(name=name, factory=m.get("factory"), weights=m.get("weights"),
                         model_file=m.get("model_file"), params_file=m.get("params_file"),
                         inputs=tuple(m.get("inputs") or ()), paddle=int(paddle_major),
-                        description=m["model_description"].source if m.get("model_description") else None)
+                        description=m["model_description"].source if m.get("model_description") else None,
+                        nms=nms_choice)
     data = DataConfig(m.get("calibration"), m.get("evaluation"), m.get("labels"), m.get("preprocess"), m.get("images"))
     precision = _enum(Precision, m.get("precision", "fp32"), "precision (--quant / EDGEKIT_QUANT / [build] precision)")
     target = _enum(Target, m.get("target", "arm64"), "target (--target / EDGEKIT_TARGET / [build] target)")

@@ -14,6 +14,7 @@ one-line `BundleError`, never a KeyError or TypeError later.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -38,8 +39,21 @@ REBUILD = "rebuild the bundle with `edgekit build`"
 
 
 def write_json(path: Path, value: object, *, indent: int = 2, ascii_only: bool = True) -> None:
-    """The one serialisation of edgekit's JSON files: sorted keys, a final newline, UTF-8 (same input, same bytes)."""
-    path.write_text(json.dumps(value, indent=indent, sort_keys=True, ensure_ascii=ascii_only) + "\n", encoding="utf-8")
+    """The one serialisation of edgekit's JSON files: sorted keys, a final newline, UTF-8 (same input, same bytes).
+    Non-finite numbers (an exact match's infinite SNR) are written as null: JSON has no Infinity or NaN, and the
+    C++ reader, like every strict one, refuses them."""
+    path.write_text(json.dumps(_finite(value), indent=indent, sort_keys=True, ensure_ascii=ascii_only, allow_nan=False)
+                    + "\n", encoding="utf-8")
+
+
+def _finite(value: object) -> object:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _schema_ok(raw: dict, schema: str, file: Path) -> None:

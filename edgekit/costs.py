@@ -56,7 +56,8 @@ def kernel_paths(abi: str, configured: str = "default") -> list[str]:
 
 
 def measure(emulator, nb_file: Path, sample: Mapping[str, np.ndarray], *,
-            cache_folder: Path | None = None, profiles: Sequence[str] | None = None, repeat: int = REPEAT) -> dict:
+            cache_folder: Path | None = None, profiles: Sequence[str] | None = None, repeat: int = REPEAT,
+            rows: bool = False) -> dict:
     """Count one sample's inference of `nb_file` on each kernel path; one qemu process per path, in parallel.
 
     `emulator` is an `edgekit.emulation.Emulator`; `sample` holds one sample per input (shapes already checked:
@@ -91,7 +92,7 @@ def measure(emulator, nb_file: Path, sample: Mapping[str, np.ndarray], *,
         with icount.canonical_paths(emulator.build, emulator.runtime, nb_file) as (build, runtime, nb, work):
             result = native.run_runner(build, runtime, nb, sample, threads=1, warmup=WARMUP,
                                        repeat=repeat, cpu_profile=profile, timeout=emulator.timeout, workdir=work,
-                                       icount_plugin=plugin)
+                                       icount_plugin=plugin, rows=rows)
         counts = result.counts
         totals = [r["total"] for r in counts.timed]
         return profile, {"kernel_path": (result.record.get("cpu") or {}).get("int8_kernel_path"),
@@ -235,7 +236,8 @@ def regressions(baseline: Mapping[str, Mapping | int], current: Mapping[str, Map
     return found
 
 
-def measure_on_device(runtime, cpu: str, nb_file: Path, feeds: Mapping[str, Path], *, timeout: float) -> dict:
+def measure_on_device(runtime, cpu: str, nb_file: Path, feeds: Mapping[str, Path], *, timeout: float,
+                      rows: bool = False) -> dict:
     """The device suite's counts on a qemu device: `measure` of golden input 0 on the device's CPU profile only,
     with the runner and runtime the suite pushes (`runtime`: edgekit.device.preflight.Runtime). Not cached: the
     suite recomputes every figure it reports."""
@@ -243,7 +245,7 @@ def measure_on_device(runtime, cpu: str, nb_file: Path, feeds: Mapping[str, Path
 
     sample = {name: np.load(file, allow_pickle=False)[:1] for name, file in feeds.items()}
     emulator = Emulator(runtime.abi, runtime.lite, runtime.build, cpu, 1, timeout)
-    found = measure(emulator, nb_file, sample, profiles=[cpu])
+    found = measure(emulator, nb_file, sample, profiles=[cpu], rows=rows)
     found["input"] = "golden input 0"
     found["input_shapes"] = {name: list(array.shape) for name, array in sample.items()}
     return found

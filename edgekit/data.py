@@ -8,7 +8,10 @@ decode -> colour -> resize -> centre crop -> scale -> (x - mean) / std -> layout
 Resize modes: `stretch` resizes to exactly [height, width]; `fit_height` (text lines:
 PaddleOCR's rec/cls input) resizes to `height` keeping the aspect ratio, at most
 `width` wide (width ceil(height * w / h)), and fills the columns to the right with
-`pad_value` in the final tensor. `letterbox` (detectors) scales the image by
+`pad_value` in the final tensor. With `width_mode = "dynamic"` a fit_height tensor is as wide as
+the line itself (PaddleOCR's own resize): the line is resized to at most `max_width` columns and the tensor
+is that width rounded up to a multiple of `width_step`, at least `resize[1]`, at most `max_width` (the
+rest padded). `letterbox` (detectors) scales the image by
 min(height / h, width / w) keeping its aspect ratio (sides rounded half up, at least 1),
 centres it (top = (height - new h) // 2, left likewise) and fills the border of the final
 tensor with `pad_value`; `to_image` maps boxes in tensor pixels back to the image.
@@ -35,6 +38,7 @@ COLORS = ("rgb", "bgr", "gray")
 LAYOUTS = ("NCHW", "NHWC")
 INTERPOLATIONS = ("linear", "nearest", "area")
 RESIZE_MODES = ("stretch", "fit_height", "letterbox")
+WIDTH_MODES = ("fixed", "dynamic")
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,9 @@ class PreprocessSpec:
     layout: str = "NCHW"
     resize_mode: str = "stretch"
     pad_value: float = 0.0                     # fit_height / letterbox: the tensor's value outside the image
+    width_mode: str = "fixed"                  # fit_height: "dynamic" = the tensor as wide as the line (<= max_width)
+    max_width: int | None = None               # dynamic: the widest tensor (and line)
+    width_step: int = 32                       # dynamic: tensor widths are multiples of this (fewer shapes)
 
     def __post_init__(self) -> None:
         if self.color not in COLORS:
@@ -84,6 +91,41 @@ class PreprocessSpec:
         if self.resize_mode == "letterbox" and (self.resize is None or self.crop is not None):
             raise DataError("preprocess.resize_mode letterbox needs resize = [height, width] and no crop",
                             "give resize and drop crop, or use resize_mode stretch")
+        self._check_width_mode()
+
+    def _check_width_mode(self) -> None:
+        if self.width_mode not in WIDTH_MODES:
+            raise DataError(f"preprocess.width_mode is {self.width_mode!r}", f"use one of {', '.join(WIDTH_MODES)}")
+        for key in ("max_width", "width_step"):
+            value = getattr(self, key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise DataError(f"preprocess.{key} is {value!r}", f"give {key} as a positive whole number of pixels")
+        if self.width_mode == "fixed":
+            if self.max_width is not None:
+                raise DataError("preprocess.max_width is given with width_mode fixed",
+                                'drop max_width, or set width_mode = "dynamic"')
+            return
+        if self.resize_mode != "fit_height" or self.max_width is None or self.max_width < self.resize[1]:
+            raise DataError("preprocess.width_mode dynamic needs resize_mode fit_height and max_width >= resize[1]",
+                            'e.g. resize = [48, 320], resize_mode = "fit_height", max_width = 1280')
+        limits.check(DataError, f"preprocess.max_width {self.max_width}", self.max_width, "MAX_RESIZE_SIDE",
+                     f"give max_width of at most {limits.MAX_RESIZE_SIDE} pixels")
+
+    @property
+    def dynamic_width(self) -> bool:
+        return self.width_mode == "dynamic"
+
+    def line_width(self, height: int, width: int) -> int:
+        """fit_height: the resized line's width (at most resize[1], or max_width when dynamic)."""
+        cap = self.max_width if self.dynamic_width else self.resize[1]
+        return max(1, min(cap, math.ceil(self.resize[0] * width / height)))
+
+    def tensor_width(self, line_width: int) -> int:
+        """fit_height: the tensor's width for a resized line `line_width` wide."""
+        if not self.dynamic_width:
+            return self.resize[1]
+        stepped = -(-line_width // self.width_step) * self.width_step
+        return min(self.max_width, max(self.resize[1], stepped))
 
     @property
     def channels(self) -> int:
@@ -100,7 +142,7 @@ class PreprocessSpec:
             top, left = (self.resize[0] - h) // 2, (self.resize[1] - w) // 2
         elif self.resize_mode == "fit_height":
             h, top, left = self.resize[0], 0, 0
-            w = max(1, min(self.resize[1], math.ceil(h * width / height)))
+            w = self.line_width(height, width)
         else:
             h, w, top, left = self.resize[0], self.resize[1], 0, 0
         if self.crop is not None:
@@ -118,6 +160,9 @@ class PreprocessSpec:
         if unknown:
             raise DataError(f"unknown preprocess key(s): {', '.join(sorted(unknown))}", f"known keys: {', '.join(sorted(known))}")
         values = dict(raw)
+        for key in ("max_width", "width_step"):
+            if isinstance(values.get(key), float) and values[key].is_integer():
+                values[key] = int(values[key])
         for key, kind in (("resize", int), ("crop", int), ("mean", float), ("std", float)):
             if values.get(key) is None and key in ("resize", "crop"):
                 continue
@@ -131,6 +176,9 @@ class PreprocessSpec:
 
     def to_json(self) -> dict:
         record = asdict(self)
+        if not self.dynamic_width:         # fixed-width files stay as older cores read them
+            for key in ("width_mode", "max_width", "width_step"):
+                record.pop(key)
         record["order"] = ["decode", "color", "resize", "crop", "scale", "normalize", "layout", "pad"]
         return record
 
@@ -155,7 +203,8 @@ class PreprocessSpec:
                 g = self.geometry(image.shape[0], image.shape[1])
                 box, h, w = g, g.resized_height, g.resized_width
             if self.resize_mode == "fit_height":
-                width, w = w, max(1, min(w, math.ceil(h * image.shape[1] / image.shape[0])))
+                w = self.line_width(image.shape[0], image.shape[1])
+                width = self.tensor_width(w)
             image = cv2.resize(np.ascontiguousarray(image), (w, h), interpolation=interp)
             if image.ndim == 2:
                 image = image[:, :, None]

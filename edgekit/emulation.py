@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -78,7 +77,8 @@ class Emulator:
                 "runner_build": self.build.key[:16], "runner_build_seconds": round(self.build.seconds, 2)}
 
     def run(self, nb_file: Path, inputs: Mapping[str, np.ndarray], expect: Sequence[InputSpec],
-            jobs: int, *, memory_aware: bool = False) -> tuple[list[np.ndarray], list[dict]]:
+            jobs: int, *, memory_aware: bool = False, executor=None,
+            rows: bool = False) -> tuple[list[np.ndarray], list[dict]]:
         """`nb_file` on every sample, split over `jobs` emulator processes (each loads the model once).
 
         A process may take the tool timeout plus SECONDS_PER_SAMPLE for each of its samples:
@@ -86,38 +86,18 @@ class Emulator:
         `memory_aware`: `jobs` is the most, not the number; one process first runs one sample
         alone, and its peak RSS says how many of the rest fit in the available memory
         (`parallel_processes`): a 640x640 detector's emulator takes GBs, a classifier's tens of MB.
+        Each process is an executor task (edgekit/shards.py): on `executor` (a pool, Ray) when given,
+        else in threads of this process.
         """
-        total = len(next(iter(inputs.values())))
-        if memory_aware and jobs > 1 and total > 2:
-            from .executors import available_memory_mb
+        from . import executors, shards
 
-            head, tail = ({k: v[a:b] for k, v in inputs.items()} for a, b in ((0, 1), (1, total)))
-            first_out, first_rec = self._split(nb_file, head, expect, 1)
-            available = available_memory_mb()
-            jobs, limit = parallel_processes(jobs, total - 1, first_rec[0].get("peak_rss_kb"), available)
-            rest_out, rest_rec = self._split(nb_file, tail, expect, jobs)
-            plan = {"processes_after_probe": jobs, "limited_by": limit, "available_mb": available}
-            first_rec = [dict(first_rec[0], memory_probe=plan)]
-            return [np.concatenate([a, b]) for a, b in zip(first_out, rest_out)], first_rec + rest_rec
-        return self._split(nb_file, inputs, expect, jobs)
-
-    def _split(self, nb_file: Path, inputs: Mapping[str, np.ndarray], expect: Sequence[InputSpec],
-               jobs: int) -> tuple[list[np.ndarray], list[dict]]:
-        from .lite import native
-
-        total = len(next(iter(inputs.values())))
-        bounds = np.linspace(0, total, max(1, min(jobs, total)) + 1).round().astype(int)
-        chunks = [{k: v[a:b] for k, v in inputs.items()} for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
-
-        def one(chunk):
-            allowed = self.timeout + SECONDS_PER_SAMPLE * len(next(iter(chunk.values())))
-            return native.run_runner(self.build, self.runtime, nb_file, chunk, expect=expect, threads=self.threads,
-                                     cpu_profile=self.cpu, timeout=allowed)
-
-        with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
-            results = list(pool.map(one, chunks))
-        outputs = [np.concatenate([r.outputs[i] for r in results]) for i in range(len(results[0].outputs))]
-        return outputs, [r.record for r in results]
+        own = executor is None or isinstance(executor, executors.SerialExecutor)
+        runner = executors.ThreadExecutor(max(1, jobs)) if own else executor
+        try:
+            return shards.run_shards(self, nb_file, inputs, expect, jobs, runner, memory_aware=memory_aware, rows=rows)
+        finally:
+            if own:
+                runner.close()
 
 
 MEMORY_HEADROOM = 1.25         # a process's measured peak RSS times this, plus MEMORY_SLACK_MB, is its share
@@ -177,13 +157,14 @@ def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, dict]:
     count = len(evaluation) if not cfg.emulation.max_samples else min(cfg.emulation.max_samples, len(evaluation))
     picks = spread_indices(len(evaluation), count)
     subset = evaluation.spread(count)
-    reference = [r[picks] for r in rec.reference]
+    reference = tiers.pick(rec.static, rec.reference, picks)
     start = time.monotonic()
-    outputs, records, cached = _cached_run(cfg, emulator, rec.device.nb_file, subset, rec.static.feeds)
+    run = _cached_run if not tiers.holds_nms(rec.static) else _nms_rows_run   # a kept NMS op: rows + counts
+    outputs, records, cached = run(cfg, emulator, rec.device.nb_file, subset, rec.static.feeds)
     seconds = time.monotonic() - start
     engine = f"{cfg.target.value} .nb (emulated ARM)"
     subject = f"{engine} vs " + ("reference" if cfg.precision is Precision.fp32 or not subset.has_truth else "fp32")
-    stats = parity.compare(reference, outputs, rec.static.fetches)
+    stats = parity.compare(*tiers.comparable(rec.static, reference, outputs), rec.static.fetches)
     metrics = {engine: subset.evaluate(outputs)} if subset.has_truth else None
     if cfg.precision is Precision.fp32:
         checks = tiers.twin_tolerance(cfg.gates).checks("C", subject, stats)
@@ -195,7 +176,10 @@ def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, dict]:
     summary = dict(emulator.describe(), ran=True, samples=count, of=len(evaluation), seconds=round(seconds, 3),
                    cached=cached, int8_kernels=_kernel_path(records), **_timing(records),
                    agreement_with_b=_agreement(rec, subset, picks, outputs),
-                   instruction_counts=_instruction_counts(cfg, emulator, rec.device.nb_file, subset))
+                   instruction_counts=_instruction_counts(cfg, emulator, rec.device.nb_file, subset,
+                                                          tiers.holds_nms(rec.static)))
+    if cfg.precision is not Precision.fp32 and hasattr(subset.task, "match_outputs"):
+        summary["detections"] = subset.task.match_outputs(reference, outputs)   # sets the golden self-test's floors
     notes = [] if count == len(evaluation) else [f"tier C ran {count} of {len(evaluation)} evaluation samples "
                                                  "([emulation] max_samples); its FP32 figure is on the same subset"]
     if metrics is not None and count != len(evaluation):
@@ -206,7 +190,7 @@ def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, dict]:
     return report, summary
 
 
-def _instruction_counts(cfg: BuildConfig, emulator: Emulator, nb_file: Path, subset) -> dict:
+def _instruction_counts(cfg: BuildConfig, emulator: Emulator, nb_file: Path, subset, rows: bool = False) -> dict:
     """Guest instructions of one inference per kernel path (edgekit/costs.py); why not, when they cannot be counted."""
     from . import costs
     from .errors import EdgekitError
@@ -215,7 +199,7 @@ def _instruction_counts(cfg: BuildConfig, emulator: Emulator, nb_file: Path, sub
     folder = cfg.quant.cache_dir / "emulation" if cfg.quant.cache_dir is not None else None
     try:
         found = costs.measure(emulator, nb_file, sample, cache_folder=folder,
-                              profiles=costs.kernel_paths(emulator.abi, emulator.cpu))
+                              profiles=costs.kernel_paths(emulator.abi, emulator.cpu), rows=rows)
         if emulator.abi == "aarch64":   # the published table the estimate is fitted to is arm64
             found["latency_estimate"] = costs.estimate(found["paths"], cfg.precision.value)
         return found
@@ -230,8 +214,8 @@ def _agreement(rec, subset, picks, outputs) -> dict | None:
     """How closely the ARM kernels follow tier B's simulation: the measure of how far B can be trusted."""
     if rec.simulated is None:
         return None
-    simulated = [s[picks] for s in rec.simulated]
-    stats = parity.differences(simulated, outputs, rec.static.fetches)
+    simulated = tiers.pick(rec.static, rec.simulated, picks)
+    stats = parity.differences(*tiers.comparable(rec.static, simulated, outputs), rec.static.fetches)
     found = {"cosine": min(s.cosine for s in stats), "max_abs": parity.worst_max_abs(stats)}
     if subset.task is not None:
         found[f"{subset.primary}_agreement"] = subset.task.agreement(outputs, simulated)
@@ -249,7 +233,25 @@ def _timing(records: Sequence[dict]) -> dict:
     return {"ms_per_sample_median": round(float(np.median(runs)), 3) if runs else None,
             "load_ms_median": round(float(np.median(loads)), 3) if loads else None,
             "processes": len(records), "peak_rss_kb": max((r.get("peak_rss_kb") or 0) for r in records),
-            "memory_probe": next((r["memory_probe"] for r in records if "memory_probe" in r), None)}
+            "memory_probe": next((r["memory_probe"] for r in records if "memory_probe" in r), None),
+            "shards": _shards(records)}
+
+
+def _shards(records: Sequence[dict]) -> dict | None:
+    """Where tier C's shards ran (edgekit/shards.py): the executor and how many nodes (hosts) ran them."""
+    placed = [r["shard"] for r in records if "shard" in r]
+    if not placed:
+        return None              # a cache entry made before shards said where they ran
+    nodes = {json.dumps(p.get("node"), sort_keys=True) for p in placed}
+    return {"executor": placed[0].get("executor"), "nodes": len(nodes), "count": len(placed)}
+
+
+def _nms_rows_run(cfg: BuildConfig, emulator: Emulator, nb_file: Path, subset, feeds) -> tuple[list, list, bool]:
+    """A graph that kept its NMS op: the runner's --rows mode (lite/nms.py), uncached."""
+    from .lite import nms
+
+    outputs, records = nms.emulate(emulator, nb_file, subset.inputs, feeds, cfg.emulation.jobs or 2)
+    return outputs, records, False
 
 
 def _cached_run(cfg: BuildConfig, emulator: Emulator, nb_file: Path, subset, feeds) -> tuple[list, list, bool]:
@@ -268,12 +270,14 @@ def _cached_run(cfg: BuildConfig, emulator: Emulator, nb_file: Path, subset, fee
             return outputs, json.loads((folder / f"{key}.json").read_text(encoding="utf-8")), True
         except (OSError, ValueError, KeyError):
             log.warning("ignoring an unreadable tier-C cache entry %s", key)
-    if cfg.emulation.jobs:
-        outputs, records = emulator.run(nb_file, subset.inputs, feeds, cfg.emulation.jobs)
-    else:
-        from .executors import usable_cores
+    from .executors import from_environment, usable_cores
 
-        outputs, records = emulator.run(nb_file, subset.inputs, feeds, usable_cores(), memory_aware=True)
+    with from_environment() as executor:        # the build's executor (EDGEKIT_EXECUTOR), as the INT8 search's
+        if cfg.emulation.jobs:
+            outputs, records = emulator.run(nb_file, subset.inputs, feeds, cfg.emulation.jobs, executor=executor)
+        else:
+            outputs, records = emulator.run(nb_file, subset.inputs, feeds, usable_cores(), memory_aware=True,
+                                            executor=executor)
     if folder is not None:
         with atomic.replacing(folder / f"{key}.npz") as tmp:
             with tmp.open("wb") as handle:

@@ -12,6 +12,8 @@ or node died, or the task itself raised `WorkerLost` (a child it ran was killed 
 signal). Any other exception is the task's result; running it again would fail again.
 
 - `SerialExecutor`: in this process, one task at a time (what a build does by default).
+- `ThreadExecutor`: threads of this process, for tasks that wait on a child process (tier C's emulator
+  shards when the build's executor is serial: what a build did before executors existed).
 - `PoolExecutor`: separate worker processes (spawned, so no inherited toolchain state);
   as many as the cores and the available memory allow for the tasks' `memory_mb`.
 - `RayExecutor`: `ray.init(num_cpus=...)` on this machine (address `auto` or None), or a
@@ -169,6 +171,45 @@ class _Finished:
 
     def __init__(self, value: Any, error: BaseException | None) -> None:
         self.value, self.error = value, error
+
+
+class ThreadExecutor(Executor):
+    """Threads of this process, `workers` at a time: for tasks that wait on a child process of their own (an
+    emulator run), where a worker process would only add a Python interpreter. A lost worker is a task's
+    `WorkerLost` (its child killed by a signal)."""
+
+    name = "threads"
+
+    def __init__(self, workers: int | None = None) -> None:
+        self.workers = workers if workers and workers > 0 else usable_cores()
+        self._pool: futures.ThreadPoolExecutor | None = None
+
+    def slots(self, resources: Resources) -> int:
+        return self.workers
+
+    def _start(self, task: Task) -> Any:
+        if self._pool is None:
+            self._pool = futures.ThreadPoolExecutor(self.workers)
+        return self._pool.submit(task.fn, *task.args)
+
+    def _wait(self, handles: list) -> list:
+        done, _ = futures.wait(handles, return_when=futures.FIRST_COMPLETED)
+        out = []
+        for future in done:
+            try:
+                out.append((future, future.result(), None))
+            except Exception as error:
+                out.append((future, None, error))
+        return out
+
+    def _cancel(self, handles: list) -> None:
+        for future in handles:       # a running thread cannot be stopped; its child ends with its timeout
+            future.cancel()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
 
 # ---------------------------------------------------------------- local process pool
@@ -448,5 +489,5 @@ def from_environment(environ: Mapping[str, str] | None = None, *, memory_mb: int
     return make(kind, ray_address=address, memory_mb=memory_mb)
 
 
-__all__ = ["Executor", "SerialExecutor", "PoolExecutor", "RayExecutor", "Task", "Outcome", "Resources", "WorkerLost",
+__all__ = ["Executor", "SerialExecutor", "ThreadExecutor", "PoolExecutor", "RayExecutor", "Task", "Outcome", "Resources", "WorkerLost",
            "make", "parse_spec", "from_environment", "default_workers", "ray_node", "alive_nodes", "KINDS"]

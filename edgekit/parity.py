@@ -238,6 +238,10 @@ class Score:
     snr_db: float                  # worst output's SNR
     task: float | None = None      # the task's primary metric in % (top-1, exact match, hmean, ...), with truth
     task_drop: float | None = None  # points below the FP32 reference, with truth
+    # every metric of the task (e.g. detection's map_small), and each one's points below the FP32 reference on the
+    # same samples; None without truth (or from an older score cache)
+    metrics: dict | None = field(default=None, hash=False)
+    metric_drops: dict | None = field(default=None, hash=False)
 
     @property
     def error(self) -> float:
@@ -245,7 +249,9 @@ class Score:
         return 1.0 - self.cosine
 
     def to_json(self) -> dict:
-        return {"cosine": self.cosine, "snr_db": self.snr_db, "task": self.task, "task_drop": self.task_drop}
+        return {"cosine": self.cosine, "snr_db": self.snr_db, "task": self.task, "task_drop": self.task_drop,
+                "metrics": None if self.metrics is None else dict(self.metrics),
+                "metric_drops": None if self.metric_drops is None else dict(self.metric_drops)}
 
 
 COSINE_DROP = "cosine_drop"

@@ -16,6 +16,11 @@ The OCR system chains three bundles as PaddleOCR does: the detector finds text q
 on the page (in model pixels, scaled back to the image), each quad is warped upright out
 of the original image (`rotate_crop`, PaddleOCR's get_rotate_crop_image), the direction classifier turns crops it reads as upside down (label
 "180" with a score above `cls_thresh`), and the recogniser reads each crop.
+
+A recogniser whose preprocess.json says `width_mode = "dynamic"` gets each line at its own width (up to
+`max_width`): crops of one tensor width share an engine call. On the twin each width has a predictor of
+its own: Paddle-Lite 2.13's x86 predictor, once run at one width, returns wrong scores at another (max abs
+0.73 against ONNX Runtime at width 480 after 320; a fresh predictor: 3.5e-6).
 """
 
 from __future__ import annotations
@@ -136,6 +141,33 @@ class Engine:
         return head
 
 
+class PerShapeRunner:
+    """The twin with one Paddle-Lite predictor per input shape (see the module's note on dynamic widths); the
+    `keep` most recently used stay loaded (each holds the model's weights)."""
+
+    def __init__(self, nb_file: Path, feeds: Sequence[str], keep: int = 8) -> None:
+        self.nb_file, self.feeds, self.keep, self.predictors = nb_file, list(feeds), keep, {}
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        from .lite.runtime import LiteRunner
+
+        key = tuple(tuple(inputs[name].shape[1:]) for name in self.feeds)
+        runner = self.predictors.pop(key, None) or LiteRunner(self.nb_file, self.feeds)
+        self.predictors[key] = runner                 # most recent last
+        while len(self.predictors) > self.keep:
+            self.predictors.pop(next(iter(self.predictors)))
+        return runner.run(inputs)
+
+
+def free_width(shape: Sequence[int], spec: PreprocessSpec) -> tuple[int, ...]:
+    """The model's declared input shape with the width free (-1) when the spec makes tensors of the line's width."""
+    shape = tuple(shape)
+    if not spec.dynamic_width or len(shape) != 4:
+        return shape
+    axis = 3 if spec.layout == "NCHW" else 2
+    return shape[:axis] + (-1,) + shape[axis + 1:]
+
+
 @dataclass(frozen=True)
 class ArmRunner:
     """model.nb under emulation through tier C's Emulator (its runner build is cached): one launch per run()."""
@@ -143,8 +175,13 @@ class ArmRunner:
     emulator: object          # edgekit.emulation.Emulator
     nb_file: Path
     expect: tuple             # InputSpec per input, from the manifest (the runner checks what Lite does not)
+    rows: bool = False        # the graph kept its NMS op: rows + counts (the runner's --rows, lite/nms.py)
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        if self.rows:
+            from .lite import nms
+
+            return nms.emulate(self.emulator, self.nb_file, inputs, self.expect, 1)[0]
         outputs, _ = self.emulator.run(self.nb_file, inputs, self.expect, jobs=1)
         return outputs
 
@@ -209,8 +246,8 @@ class BundleModel:
         if runner is not None:
             engine = Engine.of(bundle.manifest, EngineKind.twin)
         else:
-            runner, engine = _start(path, bundle.manifest, feed, engines or Engines(EngineKind.twin, None))
-        return cls(path, spec, task, feed, runner, (inputs[0].dtype, inputs[0].shape), engine)
+            runner, engine = _start(path, bundle.manifest, feed, engines or Engines(EngineKind.twin, None), spec)
+        return cls(path, spec, task, feed, runner, (inputs[0].dtype, free_width(inputs[0].shape, spec)), engine)
 
     @property
     def input_size(self) -> tuple[int, int]:
@@ -263,17 +300,23 @@ class BundleModel:
         return result
 
 
-def _start(path: Path, manifest: Mapping, feed: str, engines: Engines) -> tuple[object, Engine]:
+def _start(path: Path, manifest: Mapping, feed: str, engines: Engines,
+           spec: PreprocessSpec | None = None) -> tuple[object, Engine]:
     kind = engines.kind_for(manifest)
+    dynamic = spec is not None and spec.dynamic_width
     if kind is EngineKind.twin:
         from .lite.runtime import LiteRunner
 
-        return LiteRunner(path / manifest["host_twin"]["file"], [feed]), Engine.of(manifest, kind)
+        twin = path / manifest["host_twin"]["file"]
+        return (PerShapeRunner(twin, [feed]) if dynamic else LiteRunner(twin, [feed])), Engine.of(manifest, kind)
     from .config import InputSpec
 
     engine = Engine.of(manifest, kind, engines.settings.cpu)
-    expect = tuple(InputSpec(i["name"], tuple(i["shape"]), i["dtype"]) for i in manifest["model"]["inputs"])
-    return ArmRunner(engines.emulator(engine.abi), path / manifest["model"]["file"], expect), engine
+    # one emulator launch per tensor shape (predict_many groups by shape): each width gets a fresh predictor
+    expect = tuple(InputSpec(i["name"], free_width(i["shape"], spec) if dynamic else tuple(i["shape"]), i["dtype"])
+                   for i in manifest["model"]["inputs"])
+    rows = bool((manifest["model"].get("nms") or {}).get("kept"))
+    return ArmRunner(engines.emulator(engine.abi), path / manifest["model"]["file"], expect, rows), engine
 
 
 def _det_scale(det: BundleModel, image: np.ndarray) -> tuple[float, float]:

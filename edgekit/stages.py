@@ -178,7 +178,7 @@ def nms_graph(rec: StageView) -> StageView:
         return Emulator.prepare(abi, cfg.emulation, cfg.tool_timeout)
 
     static, task, entry = nms.decide(rec.static, rec.evaluation, TARGETS[cfg.target].opt_places, rec.work / "nms",
-                                     cfg.tool_timeout, emulator)
+                                     cfg.tool_timeout, emulator, cfg.model.nms)
     evaluation = EvalSet(rec.evaluation.samples, task, rec.evaluation.truth)
     return rec.with_(static=static, evaluation=evaluation, nms=entry)
 
@@ -333,6 +333,9 @@ def tier_a(rec: StageView) -> StageView:
     twin = LiteRunner(rec.twin.nb_file, rec.static.feed_names).run(evaluation.inputs)
     report = tiers.start_report(rec.static, evaluation, reference)
     report = tiers.tier_a(report, rec.static, evaluation, reference, twin, rec.cfg.gates)
+    spec = rec.cfg.data.preprocess
+    if spec is not None and spec.dynamic_width:
+        report = tiers.tier_a_wide(report, rec.static, rec.twin.nb_file, evaluation, spec, rec.cfg.gates)
     return rec.with_(reference=tuple(reference), report=report)
 
 
@@ -402,7 +405,8 @@ def prune_report(rec: StageView) -> StageView:
 
 
 @declares(reads=("static", "evaluation", "report", "device", "twin", "?data_warnings", "?onnx_import",
-                 "?paddle3", "?folding", "?nms", "?emulation", "?quantized", "?pruned", "?search", "?calibration"),
+                 "?paddle3", "?folding", "?nms", "?emulation", "?quantized", "?pruned", "?search", "?calibration",
+                 "?reference", "?simulated"),
           writes=("golden", "bundle"))
 def write_bundle(rec: StageView) -> StageView:
     """Golden vectors, preprocessing and task specs, reports and the manifest; then one rename into place."""
@@ -412,8 +416,11 @@ def write_bundle(rec: StageView) -> StageView:
     golden_in = evaluation.samples.spread(min(cfg.gates.golden_count, len(evaluation)))
     reference = StaticRunner(rec.static)
     ref_golden = reference.run(golden_in.inputs)
+    tolerances = tiers.golden_tolerances(cfg, report, ref_golden)
+    if (detections := _golden_detections(rec)) is not None:
+        tolerances["detections"] = detections
     golden = bundle_mod.write_golden(staging / "golden", golden_in.inputs, ref_golden, rec.static.fetches,
-                                     tiers.golden_tolerances(cfg, report, ref_golden), golden_in.labels)
+                                     tolerances, golden_in.labels)
     images = _golden_images(cfg, evaluation, golden_in)
     if images:
         golden["images"] = bundle_mod.write_golden_images(
@@ -436,6 +443,22 @@ def write_bundle(rec: StageView) -> StageView:
 
 
 # ---------------------------------------------------------------- helpers
+
+def _golden_detections(rec: StageView) -> dict | None:
+    """Reduced-precision detection bundles: the floors of the self-test's matching of golden detections, from
+    tier C (tier B's simulation when tier C did not run); None otherwise (FP32 results are compared in order)."""
+    from .tasks.detection import golden_tolerance
+
+    task = rec.evaluation.task
+    if rec.cfg.precision is Precision.fp32 or not hasattr(task, "match_outputs"):
+        return None
+    measured = (rec.emulation or {}).get("detections")
+    if measured is not None:
+        return golden_tolerance(measured, "C", task.f1_threshold)
+    if rec.simulated is None or rec.reference is None:
+        return None
+    return golden_tolerance(task.match_outputs(rec.reference, rec.simulated), "B", task.f1_threshold)
+
 
 def _golden_images(cfg: BuildConfig, evaluation, golden_in) -> list[Path]:
     """Source images for the apps' equality tests: the golden samples' own files when the evaluation data is an

@@ -22,6 +22,32 @@ from .evalset import EvalSet
 from .tables import Precision
 
 
+def comparable(static: StaticModel, reference: Sequence[np.ndarray], test: Sequence[np.ndarray]) -> tuple:
+    """The two engines' outputs as the statistics compare them: as they are, or for a graph that kept its NMS op
+    (rows of all images + counts, lite/nms.py) the rows image by image, padded to the same count."""
+    if holds_nms(static):
+        from .lite import nms
+
+        return nms.comparable(reference, test)
+    return reference, test
+
+
+def holds_nms(static: StaticModel) -> bool:
+    """The program kept an NMS op (lite/nms.py): its outputs are rows of all samples + a count per sample."""
+    from .lite import nms
+
+    return nms.holds_nms(static)
+
+
+def pick(static: StaticModel, outputs: Sequence[np.ndarray], picks) -> list[np.ndarray]:
+    """The outputs of samples `picks` (for a kept NMS graph: those images' rows and counts)."""
+    if holds_nms(static):
+        from .lite import nms
+
+        return nms.take(outputs, picks)
+    return [o[picks] for o in outputs]
+
+
 def twin_tolerance(gates: ParityGates) -> parity.Tolerance:
     return parity.Tolerance(gates.twin_max_abs, gates.twin_min_cosine)
 
@@ -94,9 +120,46 @@ def start_report(static: StaticModel, evaluation: EvalSet, reference: Sequence[n
 def tier_a(report: parity.ParityReport, static: StaticModel, evaluation: EvalSet, reference: Sequence[np.ndarray],
            twin: Sequence[np.ndarray], gates: ParityGates) -> parity.ParityReport:
     subject = "x86 twin .nb vs reference"
-    stats = parity.compare(reference, twin, static.fetches)
+    stats = parity.compare(*comparable(static, reference, twin), static.fetches)
     metrics = {"x86 twin .nb": evaluation.evaluate(twin)} if evaluation.has_truth else None
     return report.extended(checks=twin_tolerance(gates).checks("A", subject, stats), tier="A", stats=stats, metrics=metrics)
+
+
+WIDE_SAMPLES = 2            # evaluation samples re-run at max_width for a dynamic-width spec
+
+
+def tier_a_wide(report: parity.ParityReport, static: StaticModel, twin_nb, evaluation: EvalSet, spec,
+                gates: ParityGates) -> parity.ParityReport:
+    """A dynamic-width spec (preprocess width_mode = "dynamic"): the evaluation tensors are resize[1] wide, so the
+    first samples are padded to max_width (with pad_value, as a narrow line is) and the reference and a fresh twin
+    predictor must run there too and agree within the tier-A tolerance. A model whose graph fixes the width (e.g.
+    reshapes folded for one width by X2Paddle) is refused here, in one line, instead of aborting in Lite later."""
+    from .errors import ParityError
+    from .export import StaticRunner
+    from .lite.runtime import LiteRunner
+
+    axis = 3 if spec.layout == "NCHW" else 2
+    feeds = {}
+    for name, x in evaluation.inputs.items():
+        x = np.asarray(x[:WIDE_SAMPLES], np.float32)
+        if x.ndim != 4 or x.shape[axis] > spec.max_width:
+            return report
+        pad = [(0, 0)] * 4
+        pad[axis] = (0, spec.max_width - x.shape[axis])
+        feeds[name] = np.pad(x, pad, constant_values=np.float32(spec.pad_value))
+    try:
+        reference = StaticRunner(static).run(feeds)
+    except Exception as exc:                       # Paddle's own shape checks: the graph is not width-free
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+        why = next((line for line in lines if "InvalidArgument" in line), lines[-1])[:240]
+        raise ParityError(f"preprocess width_mode dynamic: the model does not run at max_width {spec.max_width} "
+                          f"({why})",
+                          "make the model's reshapes width-free before conversion (for PP-OCRv4 rec: "
+                          "python -m edgekit.examples.ppocr.free_width), or use width_mode = \"fixed\"") from None
+    twin = LiteRunner(twin_nb, list(feeds)).run(feeds)
+    stats = parity.compare(*comparable(static, reference, twin), static.fetches)
+    return report.extended(checks=twin_tolerance(gates).checks("A", f"x86 twin .nb vs reference at width {spec.max_width}",
+                                                               stats))
 
 
 def tier_b(report: parity.ParityReport, cfg: BuildConfig, static: StaticModel, quantized: QuantizedModel,
@@ -107,7 +170,7 @@ def tier_b(report: parity.ParityReport, cfg: BuildConfig, static: StaticModel, q
     precision = cfg.precision.value
     how = "PaddleSlim simulation" if cfg.precision is Precision.int8 else "weight-rounding simulation"
     simulated = StaticRunner(quantized.model).run(evaluation.inputs)
-    stats = parity.compare(reference, simulated, static.fetches)
+    stats = parity.compare(*comparable(static, reference, simulated), static.fetches)
     engine = f"{precision} simulated"
     metrics = {engine: evaluation.evaluate(simulated)} if evaluation.has_truth else {}
     subject = f"{precision} ({how}) vs " + ("fp32" if evaluation.has_truth else "reference")

@@ -315,8 +315,11 @@ def _raise_for(done: proc.ProcessRecord, record: dict | None, what: str, profile
 def run_runner(build: NativeBuild, runtime: LiteRuntime, nb_file: Path, feeds: Mapping[str, np.ndarray], *,
                expect: Sequence[InputSpecLike] = (), threads: int = 1, batch: int = 1, warmup: int = 0,
                repeat: int = 0, power_mode: str = "no_bind", cpu_profile: str | CpuProfile = "default", timeout: float = 600,
-               workdir: Path | None = None, icount_plugin: Path | None = None) -> RunnerResult:
+               workdir: Path | None = None, icount_plugin: Path | None = None, rows: bool = False) -> RunnerResult:
     """Run `nb_file` on `feeds` (name -> array, samples first) under emulation; outputs in output order.
+
+    `rows`: the model ends in NMS rows + a per-sample count (the runner's --rows): the rows of all samples come
+    back concatenated, the count output splits them.
 
     Raises the error type of the runner's exit code (RUNNER_ERRORS) with its one-line
     message; the error carries `exit_status` and the `record` when there is one.
@@ -341,7 +344,7 @@ def run_runner(build: NativeBuild, runtime: LiteRuntime, nb_file: Path, feeds: M
         argv = prefix + [
             str(build.runner), "--model", str(Path(nb_file).absolute()), "--inputs", str(inputs), "--out", str(out),
             "--threads", str(threads), "--batch", str(batch), "--warmup", str(warmup), "--repeat", str(repeat),
-            "--power-mode", power_mode]
+            "--power-mode", power_mode] + (["--rows"] if rows else [])
         for spec in expect:
             argv += ["--expect", f"{spec.name}:{'x'.join(str(d) for d in spec.shape)}:{spec.dtype}"]
         what = f"edgekit-lite-run ({build.abi.value}, {Path(nb_file).name})"

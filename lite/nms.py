@@ -7,8 +7,12 @@ and agrees with Paddle on the evaluation samples (measured here, in this order):
 1. paddle_lite_opt converts the program for the target and for x86 (the tier-A twin);
 2. tier A: the x86 twin's rows equal Paddle's on the probe samples (same count and classes per image, boxes and
    scores within the twin tolerance);
-3. tier C: the ARM `.nb` under qemu, through edgekit's runner (the same reader the apps' core uses), gives the
-   same rows.
+3. tier C: the ARM `.nb` under qemu, through edgekit's runner in its `--rows` mode, gives the same rows.
+
+Then the graph is kept: the task becomes head `nms` (the rows as they are, with the op's score threshold and
+keep_top_k), and the tiers carry the rows + counts outputs (`take` picks samples, `comparable` lines rows up image
+by image; `emulate` is tier C through `--rows`). `[model] nms` overrides: "cut" skips the probe, "keep" keeps the
+op also when only tier C could not run (never when opt or tier A fail).
 
 Otherwise the graph is cut before the NMS op: its inputs (decoded boxes [N, M, 4], class scores [N, C, M]
 transposed to [N, M, C]) become the fetch targets, the task becomes head `decoded` with the op's thresholds
@@ -17,9 +21,9 @@ does the rest. The cut is checked on 16 evaluation samples: the bundle's NMS on 
 the graph's NMS found, or (with truth) score mAP@0.5 within 0.5 points of them. The decision, its measurements and
 the check go into the manifest (`model.nms`).
 
-Measured (docs/detection.md): opt 2.13rc0 converts `multiclass_nms3` for arm and x86, Lite's x86 and ARM kernels
-(the ARM one under qemu, through Lite's C++ API) give Paddle's rows within 7.5e-5; edgekit's runner refuses
-outputs whose first dimension does not count the samples, so step 3 fails and such graphs are cut today.
+Measured (docs/detection.md): opt 2.13rc0 converts `multiclass_nms3` for arm and x86; on the detector example the
+x86 twin gives Paddle's rows within 3.2e-5 and the ARM `.nb` under qemu within 6.9e-5, so the op is kept when an
+ARM runtime is configured (and cut without one, tier C being unable to check it).
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from edgekit.artifacts import StaticModel
-from edgekit.errors import ConversionError, EdgekitError
+from edgekit.errors import ConversionError, EdgekitError, EmulationUnavailable
 from edgekit.export import program as prog
 
 log = logging.getLogger(__name__)
@@ -185,6 +189,25 @@ def _per_image(run_one, inputs: Mapping[str, np.ndarray], count: int) -> list[np
     return per
 
 
+def rows_and_counts(outputs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows [K, 6] and the per-image counts [N] among an NMS program's outputs (in either order)."""
+    outputs = [np.asarray(o) for o in outputs]
+    at_rows, at_counts = _layout(outputs)
+    return outputs[at_rows], outputs[at_counts]
+
+
+def _layout(outputs: Sequence[np.ndarray]) -> tuple[int, int]:
+    """(index of the rows, index of the counts)."""
+    shapes = [np.shape(o) for o in outputs]
+    at_counts = next((i for i, o in enumerate(outputs) if np.ndim(o) == 1 and np.asarray(o).dtype.kind in "iu"), None)
+    at_rows = next((i for i, o in enumerate(outputs) if i != at_counts and (
+        np.ndim(o) == 2 and np.shape(o)[1] == 6 or np.size(o) == 0)), None)
+    if at_rows is None or at_counts is None or len(outputs) != 2:
+        raise ConversionError(f"the NMS program's outputs {[list(s) for s in shapes]} are not rows [K, 6] and "
+                              "counts [N]", "export the NMS op's Out and NmsRoisNum (bbox_num) as the outputs")
+    return at_rows, at_counts
+
+
 def probe_keep(model: StaticModel, op: NmsOp, inputs: Mapping[str, np.ndarray], places: str, work: Path,
                timeout: float, emulator_of) -> dict:
     """Steps 1-3 of the module docstring on the probe samples: {"kept": bool, "reason": ..., "measured": {...}}.
@@ -228,11 +251,14 @@ def probe_keep(model: StaticModel, op: NmsOp, inputs: Mapping[str, np.ndarray], 
         emulator = emulator_of()
         from edgekit.lite import native
 
-        def arm_one(feeds):
-            return list(native.run_runner(emulator.build, emulator.runtime, nbs[places], feeds, expect=model.feeds,
-                                          timeout=timeout).outputs)
-
-        measured["tier_c"] = rows_agree(ref_rows, _per_image(arm_one, inputs, count))
+        feeds = {k: v[:count] for k, v in inputs.items()}
+        done = native.run_runner(emulator.build, emulator.runtime, nbs[places], feeds, expect=model.feeds,
+                                 timeout=timeout + 60 * count, rows=True)   # rows of every image + counts (--rows)
+        rows, counts = rows_and_counts(done.outputs)
+        measured["tier_c"] = rows_agree(ref_rows, split_rows(rows, counts))
+    except EmulationUnavailable as exc:
+        measured["tier_c"] = {"agree": False, "unavailable": True, "reason": exc.message}
+        return {"kept": False, "reason": f"tier C cannot check {op.type} on ARM: {exc.message}", "measured": measured}
     except EdgekitError as exc:
         measured["tier_c"] = {"agree": False, "reason": exc.message}
         return {"kept": False, "reason": f"tier C cannot check {op.type} on ARM: {exc.message}", "measured": measured}
@@ -302,9 +328,24 @@ def check_cut(model: StaticModel, cut_model: StaticModel, task, inputs: Mapping[
     return check
 
 
+def kept_task(op: NmsOp, task):
+    """The task of a kept graph: head `nms` (the op's rows as they are) with the op's score threshold and cap."""
+    from edgekit.tasks import make_task
+
+    base = task.options()
+    options = {k: v for k, v in base.items() if k in ("labels", "num_classes", "f1_threshold")}
+    options.update(head="nms", score_threshold=float(op.attrs.get("score_threshold", 0.0)))
+    if int(op.attrs.get("keep_top_k", -1)) > 0:
+        options["max_detections"] = int(op.attrs["keep_top_k"])
+    return make_task("detection", options)
+
+
 def decide(model: StaticModel, evaluation, places: str, work: Path, timeout: float,
-           emulator_of) -> tuple[StaticModel, object, dict | None]:
-    """(program to build, task, the manifest's `model.nms` entry or None without an NMS op), decided by measurement."""
+           emulator_of, choice: str = "auto") -> tuple[StaticModel, object, dict | None]:
+    """(program to build, task, the manifest's `model.nms` entry or None without an NMS op), decided by measurement.
+
+    `choice` ([model] nms): "auto" keeps the op when `probe_keep` says so; "keep" keeps it also when tier C cannot
+    run (no ARM runtime), never when opt or tier A fail; "cut" cuts without probing."""
     from edgekit.tasks import make_task
 
     ops = find_nms(model)
@@ -314,6 +355,8 @@ def decide(model: StaticModel, evaluation, places: str, work: Path, timeout: flo
         raise ConversionError(f"the program holds {len(ops)} NMS ops ({', '.join(o.type for o in ops)})",
                               "export a model with one NMS op, or without NMS")
     op = ops[0]
+    if choice not in ("auto", "keep", "cut"):
+        raise ConversionError(f"[model] nms = {choice!r} is unknown", "use \"auto\", \"keep\" or \"cut\"")
     task = evaluation.task
     if task is not None and task.kind.value != "detection":
         raise ConversionError(f"the program holds {op.type}, but the task is {task.kind.value}",
@@ -324,11 +367,24 @@ def decide(model: StaticModel, evaluation, places: str, work: Path, timeout: flo
                               "written from it")
     inputs = dict(evaluation.samples.head(PROBE_SAMPLES).inputs)
     entry = op.to_json()
-    verdict = probe_keep(model, op, inputs, places, work / "probe", timeout, emulator_of)
-    if verdict["kept"]:   # Lite runs it faithfully; edgekit's tiers, golden vectors and apps cannot read its rows
-        verdict = dict(verdict, kept=False, reason=f"{verdict['reason']}, but edgekit's tiers, golden vectors and app "
-                       "core read outputs with one slice per sample, not NMS rows")
-    entry.update(kept=verdict["kept"], reason=verdict["reason"], measured=verdict["measured"])
+    if choice == "cut":
+        verdict = {"kept": False, "reason": "cut on request ([model] nms = \"cut\")", "measured": {}}
+    else:
+        verdict = probe_keep(model, op, inputs, places, work / "probe", timeout, emulator_of)
+    if choice == "keep" and not verdict["kept"]:
+        m = verdict["measured"]
+        if m.get("tier_a", {}).get("agree") and m.get("tier_c", {}).get("unavailable"):   # only tier C did not run
+            verdict = dict(verdict, kept=True, reason=f"kept on request ([model] nms = \"keep\"): {verdict['reason']}")
+        else:
+            raise ConversionError(f"[model] nms = \"keep\", but {verdict['reason']}",
+                                  "use nms = \"auto\" or \"cut\": the bundle's NMS then replaces the op")
+    entry.update(kept=verdict["kept"], reason=verdict["reason"], measured=verdict["measured"], choice=choice)
+    if verdict["kept"]:
+        log.info("%s kept in the graph: %s", op.type, verdict["reason"])
+        task = kept_task(op, task)
+        entry["outputs"] = list(model.fetches)
+        entry["task"] = task.options()
+        return model, task, entry
     log.info("%s cut off for the bundle's NMS: %s", op.type, verdict["reason"])
     base = task.options()
     kept_options = ("labels", "num_classes", "f1_threshold")
@@ -349,3 +405,47 @@ def decide(model: StaticModel, evaluation, places: str, work: Path, timeout: flo
     if math.isfinite(entry["cut"]["max_score_diff"]):
         entry["cut"]["max_score_diff"] = float(f"{entry['cut']['max_score_diff']:.3g}")
     return cut_model, cut_task, entry
+
+
+# ---------------------------------------------------------------- a kept graph's outputs in the tiers
+
+
+def holds_nms(model: StaticModel) -> bool:
+    """The program still holds its NMS op (kept): its outputs are rows [K, 6] + counts [N], not per-sample slices."""
+    return any(t in NMS_OPS for t in model.op_types)
+
+
+def take(outputs: Sequence[np.ndarray], picks: Sequence[int]) -> list[np.ndarray]:
+    """The outputs of the samples `picks` (rows and counts of those images, in that order)."""
+    at_rows, at_counts = _layout(outputs)
+    rows, counts = np.asarray(outputs[at_rows]), np.asarray(outputs[at_counts]).reshape(-1)
+    per = split_rows(rows, counts)
+    picked = [per[i] for i in picks]
+    found = [np.zeros(0), np.zeros(0)]
+    found[at_rows] = (np.concatenate(picked) if picked else np.zeros((0, 6))).astype(rows.dtype)
+    found[at_counts] = counts[np.asarray(list(picks), np.int64)]
+    return found
+
+
+def comparable(reference: Sequence[np.ndarray], test: Sequence[np.ndarray]) -> tuple[list, list]:
+    """Both engines' rows as one per-image array [N, K, 6] each, padded with zeros to the same K, so the tiers'
+    statistics compare image by image; rows an engine found and the other did not count as differences. The counts
+    are in the padding, not a second output: integer counts agree exactly, and an exact match has an infinite SNR,
+    which JSON (the manifest the apps read) cannot hold."""
+    ref_per, got_per = split_rows(*rows_and_counts(reference)), split_rows(*rows_and_counts(test))
+    width = max([len(r) for r in ref_per + got_per] + [1])
+
+    def padded(per, outputs):
+        grid = np.zeros((len(per), width, 6), np.float32)
+        for i, rows in enumerate(per):
+            grid[i, :len(rows)] = rows
+        return [grid]
+
+    return padded(ref_per, reference), padded(got_per, test)
+
+
+def emulate(emulator, nb_file: Path, inputs: Mapping[str, np.ndarray], expect, jobs: int) -> tuple[list, list]:
+    """Tier C of a kept graph: the ARM `.nb` under qemu through the runner's --rows mode, the samples split over
+    `jobs` emulator processes; each output concatenated over them (rows, then counts: the format stays
+    self-describing)."""
+    return emulator.run(nb_file, inputs, expect, jobs, rows=True)

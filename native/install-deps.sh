@@ -35,8 +35,9 @@ declare -A PACKAGE=(
     [/usr/include/polyclipping/clipper.hpp]=libpolyclipping-dev
     [/usr/lib/aarch64-linux-gnu/libpolyclipping.so]=libpolyclipping-dev:arm64
     [/usr/lib/arm-linux-gnueabihf/libpolyclipping.so]=libpolyclipping-dev:armhf
+    [/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf]=fonts-dejavu-core    # the long-line OCR test's faces
 )
-ALL="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user gcc cmake ninja-build openssh-client openssh-server libstb-dev libsodium-dev openjdk-17-jdk-headless junit4 clang libclang-rt-14-dev libpolyclipping-dev libpolyclipping-dev:arm64 libpolyclipping-dev:armhf"
+ALL="g++-aarch64-linux-gnu g++-arm-linux-gnueabihf qemu-user gcc cmake ninja-build openssh-client openssh-server libstb-dev libsodium-dev openjdk-17-jdk-headless junit4 clang libclang-rt-14-dev libpolyclipping-dev libpolyclipping-dev:arm64 libpolyclipping-dev:armhf fonts-dejavu-core"
 
 missing_commands() {
     local cmd
@@ -46,7 +47,7 @@ missing_commands() {
     local file
     for file in /usr/sbin/sshd /usr/include/stb/stb_image.h /usr/include/sodium.h /usr/share/java/junit4.jar \
                 /usr/include/polyclipping/clipper.hpp /usr/lib/aarch64-linux-gnu/libpolyclipping.so \
-                /usr/lib/arm-linux-gnueabihf/libpolyclipping.so; do   # files, not commands
+                /usr/lib/arm-linux-gnueabihf/libpolyclipping.so /usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf; do   # files
         [[ -e "$file" ]] || printf '%s\n' "$file"
     done
     # libFuzzer's runtime sits in a clang-version folder: any version will do

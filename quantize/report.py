@@ -2,7 +2,9 @@
 
 `quant_report.md` holds the budget and the verdict, the per-layer table (name,
 op type, measured error, int8 or float), what each float layer costs, every
-candidate tried with its accuracy, and the sizes; `sensitivity.png` plots the per-layer ranking with the float
+candidate tried with its accuracy, and the sizes; for detection also mAP@0.5,
+mAP@0.5:0.95 and mAP per object size (small/medium/large) of the FP32 reference and
+each INT8 candidate, with the layers' and fallback steps' effect in those mAP points; `sensitivity.png` plots the per-layer ranking with the float
 layers marked. Both are deterministic for the same search result.
 """
 
@@ -15,6 +17,9 @@ from .sensitivity import SENSITIVITY_METHODS
 
 REPORT_NAME = "quant_report.md"
 PLOT_NAME = "sensitivity.png"
+# detection: the metrics the report breaks INT8's effect into (COCO areas in the truth's pixels: < 32², < 96², beyond)
+DETECTION_METRICS = (("map50", "mAP@0.5"), ("map", "mAP@0.5:0.95"), ("map_small", "small"),
+                     ("map_medium", "medium"), ("map_large", "large"))
 
 
 def _num(value: float | None, spec: str = ".4g") -> str:
@@ -37,6 +42,27 @@ def _short_source(source: str) -> str:
     return text.replace("|", "\\|")[:80]
 
 
+def breakdown(result: QuantSearchResult) -> tuple[tuple[str, str], ...]:
+    """The metrics shown per candidate, layer and fallback step: detection's mAP by IoU and object size, when
+    the FP32 reference was scored in them (else none: the primary metric alone says it)."""
+    reference = result.reference_metrics or {}
+    return DETECTION_METRICS if all(key in reference for key, _ in DETECTION_METRICS) else ()
+
+
+def _with_drop(score, key: str) -> str:
+    """`70.61 (−0.31)`: the candidate's value and its change from the FP32 reference on the same samples."""
+    value = (score.metrics or {}).get(key)
+    if value is None:
+        return "—"
+    drop = (score.metric_drops or {}).get(key)
+    return f"{value:.2f}" if drop is None else f"{value:.2f} ({0.0 - drop:+.2f})".replace("-", "−")
+
+
+def _drop(score, key: str) -> str:
+    drop = (score.metric_drops or {}).get(key) if score is not None else None
+    return "—" if drop is None else f"{drop:.2f}"
+
+
 def layer_rows(result: QuantSearchResult) -> list[dict]:
     """One row per quantisable layer, in program order, with its measured sensitivity when there is one."""
     measured = {s.layer.index: s for s in result.sensitivity}
@@ -49,6 +75,7 @@ def layer_rows(result: QuantSearchResult) -> list[dict]:
             "source": _short_source(layer.source), "rank": s.rank if s else None, "value": s.value if s else None,
             "cosine": s.score.cosine if s else None, "task_drop": s.score.task_drop if s else None,
             "precision": "float" if layer.key in floated else ("int8" if layer.key else "int8 (no skip key)"),
+            "metric_drops": dict(s.score.metric_drops or {}) if s else {},
         })
     return rows
 
@@ -74,17 +101,29 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
         out.append(f"- final model.nb: {_kib(nb_bytes)}")
     out.extend(f"- note: {n}" for n in result.notes)
 
+    shown = breakdown(result)
+    if shown:
+        out += _detection_table(result, shown)
+
     out += ["", "## Layers", ""]
     if result.sensitivity:
         out.append(f"Sensitivity by method `{method}`: {SENSITIVITY_METHODS[method][0]}; rank 1 = most sensitive.")
+        if shown:
+            out.append("The drops are in mAP points below the FP32 reference on the ranking samples, for the candidate "
+                       "the method measured (`alone`: only this layer in int8; `all-but`: only this layer in float).")
     else:
         out.append("Sensitivity was not measured (the whole-model INT8 met the budget); every layer is int8.")
-    out += ["", f"| # | layer | op | weights | source | rank | sensitivity | cosine | {metric} drop | precision |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+    extra = [label for key, label in shown if key != result.metric_name]
+    head = "".join(f" {label} drop |" for label in extra)
+    primary = dict(shown).get(metric, metric)
+    out += ["", f"| # | layer | op | weights | source | rank | sensitivity | cosine | {primary} drop |{head} precision |",
+            "|---|---|---|---|---|---|---|---|---|" + "---|" * len(extra) + "---|"]
     for i, row in enumerate(layer_rows(result)):
+        drops = row["metric_drops"]
+        cells = "".join(f" {_num(drops.get(key), '.2f')} |" for key, _ in shown if key != result.metric_name)
         out.append(f"| {i} | `{row['name']}` | {row['op_type']} | {row['weights']} | {row['source']} | "
                    f"{_num(row['rank'], 'd')} | {_num(row['value'])} | {_num(row['cosine'], '.6f')} | "
-                   f"{_num(row['task_drop'], '.2f')} | {row['precision']} |")
+                   f"{_num(row['task_drop'], '.2f')} |{cells} {row['precision']} |")
 
     costs = result.float_costs()
     if costs:
@@ -109,11 +148,32 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
         out += ["", "## Fallback steps", ""]
         for step in result.fallback.steps:
             floats = ", ".join(step.skip) or "none"
+            buckets = "".join(f", {label} {_with_drop(step.score, key)}" for key, label in shown)
             out.append(f"- {step.phase}: float = {floats}: drop {budget.drop(step.score):.4g} "
-                       f"({'holds' if step.holds else 'misses'})")
+                       f"({'holds' if step.holds else 'misses'}){buckets}")
     if plot_name and result.sensitivity:
         out += ["", f"![per-layer sensitivity]({plot_name})"]
     return "\n".join(out) + "\n"
+
+
+def _detection_table(result: QuantSearchResult, shown: tuple[tuple[str, str], ...]) -> list[str]:
+    """mAP by IoU range and object size: the FP32 reference, then every candidate scored on all evaluation samples
+    (the chosen one marked), each value with its change from FP32 in points."""
+    reference = result.reference_metrics or {}
+    out = ["", "## mAP by object size", "",
+           f"COCO areas in the truth's pixels: small < 32², medium < 96², large beyond (a size without truth scores 0). "
+           f"In % on {result.evaluation_samples} evaluation samples; in brackets the change from FP32 in points.", "",
+           "| model | " + " | ".join(label for _, label in shown) + " |", "|---|" + "---|" * len(shown)]
+    out.append("| FP32 reference | " + " | ".join(_num(reference.get(key), ".2f") for key, _ in shown) + " |")
+    for i, c in enumerate(result.candidates):
+        if c.samples != result.evaluation_samples or c.purpose == "sensitivity":
+            continue
+        floats = ", ".join(f"`{k}`" for k in c.skip) if len(c.skip) <= 3 else f"{len(c.skip)} layers"
+        name = f"INT8 #{i} {c.purpose} `{c.algo}`" + (f", float {floats}" if floats else "")
+        if c is result.chosen:
+            name = f"**{name} (chosen)**"
+        out.append(f"| {name} | " + " | ".join(_with_drop(c.score, key) for key, _ in shown) + " |")
+    return out
 
 
 def plot_sensitivity(result: QuantSearchResult, path: Path) -> Path | None:
@@ -160,4 +220,5 @@ def write_report(result: QuantSearchResult, folder: Path, nb_bytes: int | None =
     return written
 
 
-__all__ = ["render_markdown", "plot_sensitivity", "write_report", "layer_rows", "REPORT_NAME", "PLOT_NAME"]
+__all__ = ["render_markdown", "plot_sensitivity", "write_report", "layer_rows", "breakdown", "DETECTION_METRICS",
+           "REPORT_NAME", "PLOT_NAME"]

@@ -189,9 +189,12 @@ class ScoreStore:
             return None
         try:
             raw = json.loads((self.root / f"{key}.json").read_text(encoding="utf-8"))
-            score = Score(float(raw["cosine"]), float(raw["snr_db"]), raw["task"], raw["task_drop"])
+            score = Score(float(raw["cosine"]), float(raw["snr_db"]), raw["task"], raw["task_drop"],
+                          raw.get("metrics"), raw.get("metric_drops"))
         except (OSError, ValueError, KeyError, TypeError):
             return None
+        if score.task is not None and "metrics" not in raw:
+            return None                 # scored before every task metric was kept: score it again (calibration cached)
         self._memory[key] = score
         return score
 
@@ -254,6 +257,7 @@ class QuantSearchResult:
     calibrations: int = 0                              # PaddleSlim runs this search needed (0 = all cached)
     notes: tuple[str, ...] = field(default_factory=tuple)
     task_metric: str | None = None                     # what Score.task measures (the task's primary metric)
+    reference_metrics: dict | None = None              # every task metric of the FP32 model, with truth
 
     @property
     def holds(self) -> bool:
@@ -315,6 +319,7 @@ class QuantSearchResult:
             "drop": self.budget.drop(self.chosen.score), "score": self.chosen.score.to_json(),
             "float_costs": self.float_costs(),
             "task_metric": self.task_metric, "reference_task": self.reference_task,
+            "reference_metrics": self.reference_metrics,
             "evaluation_samples": self.evaluation_samples,
             "calibrations": self.calibrations, "weight_bytes": self.weight_bytes(),
             "method": self.plan.method if self.plan else None,
@@ -454,7 +459,7 @@ def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: 
     final = calibrate(chosen.algo, chosen.skip, keep=True)
     return QuantSearchResult(final.quantized, chosen, plan.budget, evaluator.reference_task, layers, tuple(candidates),
                              sensitivity, result_fallback, plan, len(evaluation), calibrate.calibrations, tuple(notes),
-                             evaluator.metric)
+                             evaluator.metric, getattr(evaluator, "reference_metrics", None))
 
 
 __all__ = ["SearchPlan", "Candidate", "QuantSearchResult", "Calibrator", "ScoreStore", "quantize_to_budget", "choose",

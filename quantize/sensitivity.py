@@ -116,7 +116,8 @@ class Evaluator:
         self.reference = [np.asarray(r) for r in reference]
         self.evaluation = evaluation
         self._runner = runner
-        self.reference_task = evaluation.task.score(self.reference, evaluation.truth) if evaluation.has_truth else None
+        self.reference_metrics = evaluation.evaluate(self.reference) if evaluation.has_truth else None
+        self.reference_task = self.reference_metrics[evaluation.primary] if evaluation.has_truth else None
 
     @classmethod
     def for_model(cls, static: StaticModel, evaluation: EvalSet, runner=None,
@@ -150,7 +151,14 @@ class Evaluator:
         if n <= 0 or n >= len(self.evaluation):
             return self
         picks = spread_indices(len(self.evaluation), n)
+        if self._rows():   # a kept NMS op's rows + counts (edgekit/lite/nms.py)
+            from edgekit.lite import nms
+
+            return Evaluator(nms.take(self.reference, picks), self.evaluation.spread(n), self._runner)
         return Evaluator([r[picks] for r in self.reference], self.evaluation.spread(n), self._runner)
+
+    def _rows(self) -> bool:
+        return getattr(self.task, "head", None) == "nms"
 
     def digest(self) -> str:
         """Identifies the samples, the task and the truth the scores depend on."""
@@ -159,7 +167,12 @@ class Evaluator:
     def score_outputs(self, outputs: Sequence[np.ndarray]) -> Score:
         cosines, snrs = [], []
         finite = True
-        for ref, got in zip(self.reference, outputs):
+        reference, compared = self.reference, outputs
+        if self._rows():   # rows image by image, padded to the same count (edgekit/lite/nms.py)
+            from edgekit.lite import nms
+
+            reference, compared = nms.comparable(self.reference, outputs)
+        for ref, got in zip(reference, compared):
             if not np.isfinite(got).all():
                 cosines.append(0.0)        # NaN/Inf from a quantised program: as bad as it gets
                 snrs.append(-math.inf)
@@ -167,11 +180,16 @@ class Evaluator:
                 continue
             cosines.append(parity.cosine(ref, got))
             snrs.append(parity.snr_db(ref, got))
-        value = drop = None
+        value = drop = metrics = drops = None
         if self.task is not None:
-            value = self.task.score(outputs, self.truth) if finite else 0.0
+            if finite:
+                metrics = self.evaluation.evaluate(outputs)
+            else:
+                metrics = {name: 0.0 for name in self.reference_metrics}
+            value = metrics[self.metric]
             drop = self.reference_task - value      # computed as the parity stage computes it
-        return Score(min(cosines), min(snrs), value, drop)
+            drops = {name: self.reference_metrics[name] - v for name, v in metrics.items() if name in self.reference_metrics}
+        return Score(min(cosines), min(snrs), value, drop, metrics, drops)
 
     def score(self, model: StaticModel) -> Score:
         runner = self._runner or _static_runner

@@ -57,6 +57,7 @@ class Prepared:
     expect: tuple[str, ...] = ()               # --expect NAME:SHAPE:DTYPE for the runner
     evaluation: object | None = None           # edgekit.evalset.EvalSet (subset), with --eval
     eval_source: str | None = None
+    rows: bool = False                         # an NMS op kept in the graph: rows + a count per sample (--rows)
 
     @property
     def key(self) -> str:
@@ -134,7 +135,8 @@ def prepare(index: int, path: Path, runtimes: dict[str, Runtime], lite_arm: Path
             return Prepared(index, info, exc, "eval data")
     return Prepared(index, info, None, "ready", bundle.nb_file, abi,
                     {i["name"]: path / i["file"] for i in golden["inputs"]}, tuple(reference), tuple(names),
-                    golden["tolerances"], expect, evaluation, str(eval_data) if eval_data else None)
+                    golden["tolerances"], expect, evaluation, str(eval_data) if eval_data else None,
+                    bool((m["model"].get("nms") or {}).get("kept")))
 
 
 def load_eval(path: Path, manifest: Mapping, data: Path, count: int):

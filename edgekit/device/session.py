@@ -109,7 +109,7 @@ class DeviceSession:
     def _run(self, p: Prepared, folder: str, label: str, inputs: Sequence[str], warmup: int,
              repeat: int) -> tuple[dict, list[Path], float]:
         argv = [self.runners[p.abi], "--model", p.nb_file.name, *inputs, "--out", label, "--warmup", str(warmup),
-                "--repeat", str(repeat), "--threads", str(self.threads)]
+                "--repeat", str(repeat), "--threads", str(self.threads)] + (["--rows"] if p.rows else [])
         for e in p.expect:
             argv += ["--expect", e]
         done = self.transport.run(argv, abi=p.abi, cwd=folder, env=self.env, timeout=self.timeout)

@@ -297,5 +297,6 @@ def _count(cfg: SuiteConfig, session: DeviceSession, p: Prepared) -> dict:
     from .. import costs
 
     runtime = session.runtimes[p.abi]
-    found = costs.measure_on_device(runtime, session.spec.address, p.nb_file, p.feeds, timeout=cfg.timeout)
+    found = costs.measure_on_device(runtime, session.spec.address, p.nb_file, p.feeds, timeout=cfg.timeout,
+                                    rows=p.rows)
     return dict(baseline_mod.count_record(found, runtime.version, runtime.build.key[:16]), seconds=found["seconds"])

@@ -2,7 +2,7 @@
 
 task.json options (all validated here; the C++ core, native/core/src/detection.cc, reads the same ones):
 
-    head = "anchor_free"      # or "decoded"
+    head = "anchor_free"      # or "decoded", or "nms" (the graph ran NMS itself: rows + counts)
     strides = [8, 16, 32]     # anchor_free: one (class map, box map) pair per stride
     reg_max = 7               # anchor_free: box sides as distributions over reg_max + 1 bins (DFL); 0: plain distances
     cell_offset = 0.5         # anchor_free: a cell's centre is ((col, row) + offset) * stride
@@ -21,7 +21,10 @@ task.json options (all validated here; the C++ core, native/core/src/detection.c
 Model outputs. anchor_free: the class maps of every stride, then the box maps of every
 stride: `cls_i` [N, classes, H/s_i, W/s_i] and `reg_i` [N, 4 * (reg_max + 1), H/s_i, W/s_i]
 (sides left, top, right, bottom, in stride units). decoded: boxes [N, M, 4] (x0, y0, x1, y1
-in input pixels) and scores [N, M, classes].
+in input pixels) and scores [N, M, classes]. nms: PaddleDetection's `multiclass_nms3` outputs, rows
+[K, 6] of (class, score, x0, y0, x1, y1) in input pixels, the rows of all images one after the other,
+and the count per image [N] (integers), which splits them; each image's rows are taken as they are,
+with score > score_threshold, best first (stable), at most max_detections (no NMS, no activation).
 
 Decoding, in float32 as the C++ core computes it: score = sigmoid(logit); a side is the
 softmax-weighted mean bin index (DFL) times the stride; box = centre -/+ sides. Candidates
@@ -48,7 +51,7 @@ from edgekit.errors import ConfigError, DataError
 from . import coco
 from .base import Task, TaskKind, check_count, check_options, number_option, percent
 
-HEADS = ("anchor_free", "decoded")
+HEADS = ("anchor_free", "decoded", "nms")
 ACTIVATIONS = ("sigmoid", "none")
 NMS_KINDS = ("greedy", "matrix")
 OPTIONS = ("head", "strides", "reg_max", "cell_offset", "activation", "score_threshold", "nms_iou", "nms_top_k",
@@ -185,6 +188,73 @@ def coco_truth(document: Mapping, files: Sequence[str]) -> tuple[list[dict], lis
     return entries, [str(c.get("name", c["id"])) for c in categories]
 
 
+# ---------------------------------------------------------------- golden detections: the INT8 self-test gate
+
+GOLDEN_MIN_IOU = 0.5       # a golden detection is found again by a box of its class overlapping it by at least this
+GOLDEN_MARGIN = 0.1        # the recall/precision floors: the worst image measured at build time, less this
+
+
+def _greedy(truth: Sequence[Mapping], found: Sequence[Mapping], min_iou: float) -> list[float]:
+    """mAP's matching for one image: `found` best score first (stable), each taking the unmatched `truth` box of its
+    class with the highest IoU (the first on ties) if that is >= min_iou. The IoU of every match."""
+    order = sorted(range(len(found)), key=lambda k: -float(found[k]["score"]))
+    taken = [False] * len(truth)
+    ious = []
+    for k in order:
+        best, where = min_iou, -1
+        for j, t in enumerate(truth):
+            if taken[j] or int(t["class"]) != int(found[k]["class"]):
+                continue
+            iou = float(coco.iou_matrix(np.asarray(found[k]["box"], np.float64), np.asarray(t["box"], np.float64))[0, 0])
+            if iou >= best and (where < 0 or iou > best):
+                best, where = iou, j
+        if where >= 0:
+            taken[where] = True
+            ious.append(best)
+    return ious
+
+
+def match_detections(expected: Sequence[Mapping], got: Sequence[Mapping], score_threshold: float,
+                     min_iou: float = GOLDEN_MIN_IOU) -> dict:
+    """One image's detections (`postprocess` items: box, class, score) against the FP32 reference's, by matching
+    rather than in order: recall = the reference's detections scoring >= score_threshold that any of `got` finds
+    again (same class, IoU >= min_iou, greedy as mAP matches); precision = `got`'s confident detections that any of
+    the reference's confirm. A score crossing the threshold is no miss; a lost, moved or re-classed box is.
+    Both are 1 when there is nothing to find. The C++ self-test (native/app/src/selftest.cc) computes the same."""
+    wanted = [d for d in expected if float(d["score"]) >= score_threshold]
+    confident = [d for d in got if float(d["score"]) >= score_threshold]
+    found = _greedy(wanted, got, min_iou)
+    confirmed = _greedy(expected, confident, min_iou)
+    return {"expected": len(wanted), "found": len(found), "recall": len(found) / len(wanted) if wanted else 1.0,
+            "confident": len(confident), "confirmed": len(confirmed),
+            "precision": len(confirmed) / len(confident) if confident else 1.0,
+            "min_iou": min(found) if found else None}
+
+
+def match_summary(per_image: Sequence[Mapping]) -> dict:
+    """The worst image's recall and precision, and the pooled ones, of `match_detections` results."""
+    expected, confident = sum(m["expected"] for m in per_image), sum(m["confident"] for m in per_image)
+    ious = [m["min_iou"] for m in per_image if m["min_iou"] is not None]
+    return {"images": len(per_image), "min_recall": min((m["recall"] for m in per_image), default=1.0),
+            "min_precision": min((m["precision"] for m in per_image), default=1.0),
+            "recall": sum(m["found"] for m in per_image) / expected if expected else 1.0,
+            "precision": sum(m["confirmed"] for m in per_image) / confident if confident else 1.0,
+            "min_iou": min(ious) if ious else None}
+
+
+def golden_tolerance(measured: Mapping, tier: str, score_threshold: float) -> dict:
+    """golden.json's `tolerances.detections`: the floors a device's golden detections must meet against the FP32
+    reference's, from the worst image `measured` (a `match_summary`) at build time, less GOLDEN_MARGIN."""
+    def floor(value: float) -> float:
+        return max(0.0, math.floor(round((value - GOLDEN_MARGIN) * 100, 6)) / 100)
+
+    return {"min_iou": GOLDEN_MIN_IOU, "score_threshold": score_threshold,
+            "min_recall": floor(measured["min_recall"]), "min_precision": floor(measured["min_precision"]),
+            "measured": dict(measured, tier=tier),
+            "basis": f"detections matched to the fp32 reference's (class, IoU >= {GOLDEN_MIN_IOU}): the worst image of "
+                     f"tier {tier} on {measured['images']} evaluation images, less {GOLDEN_MARGIN}"}
+
+
 @dataclass(frozen=True)
 class Detection(Task):
     head: str = "anchor_free"
@@ -251,9 +321,11 @@ class Detection(Task):
         found = {"head": self.head, "activation": self.activation, "score_threshold": self.score_threshold,
                  "nms_iou": self.nms_iou, "nms_top_k": self.nms_top_k, "max_detections": self.max_detections,
                  "f1_threshold": self.f1_threshold}
+        if self.head == "nms":
+            del found["nms_iou"], found["nms_top_k"], found["activation"]
         if self.head == "anchor_free":
             found.update(strides=list(self.strides), reg_max=self.reg_max, cell_offset=self.cell_offset)
-        if self.nms_kind == "matrix":
+        if self.nms_kind == "matrix" and self.head != "nms":
             found.update(nms="matrix", post_threshold=self.post_threshold, use_gaussian=self.use_gaussian,
                          gaussian_sigma=self.gaussian_sigma)
             del found["nms_iou"]
@@ -264,6 +336,34 @@ class Detection(Task):
         return found
 
     # --- decoding -------------------------------------------------------------------------------
+
+    def rows(self, outputs: Sequence[np.ndarray]) -> list[Detections]:
+        """Head `nms`: per image, the graph's NMS rows above score_threshold, best first, at most max_detections."""
+        shapes = [list(np.shape(o)) for o in outputs]
+        if len(outputs) != 2:
+            raise self._fail(f"expects 2 outputs (rows [K, 6], counts [N]), the model gives {len(outputs)}: {shapes}")
+        rows, counts = (np.asarray(o) for o in outputs)
+        if counts.ndim != 1 or counts.dtype.kind not in "iu" or not (
+                rows.ndim == 2 and rows.shape[1] == 6 or rows.size == 0):
+            raise self._fail(f"output 0 must be rows [K, 6] (class, score, x0, y0, x1, y1) and output 1 integer counts "
+                             f"[N]; got {shapes} ({rows.dtype}, {counts.dtype})")
+        rows = rows.astype(np.float32).reshape(-1, 6)
+        counts = counts.astype(np.int64)
+        if (counts < 0).any() or counts.sum() > len(rows):
+            raise self._fail(f"the counts {counts.tolist()} do not fit the {len(rows)} rows")
+        found, start = [], 0
+        for count in counts:
+            image = rows[start:start + int(count)]
+            start += int(count)
+            image = image[image[:, 1] > np.float32(self.score_threshold)]
+            classes = image[:, 0].astype(np.int64)
+            if self.num_classes and len(classes) and (classes.min() < 0 or classes.max() >= self.num_classes):
+                bad = classes[(classes < 0) | (classes >= self.num_classes)][0]
+                raise self._fail(f"output 0 names class {int(bad)}, the task names {self.num_classes}")
+            order = np.argsort(-image[:, 1].astype(np.float64), kind="stable")[:self.max_detections]
+            image, classes = image[order], classes[order]
+            found.append(Detections(image[:, 2:6].copy(), image[:, 1].copy(), classes))
+        return found
 
     def _fail(self, what: str) -> DataError:
         return DataError(f"task detection ({self.head} head): {what}",
@@ -318,6 +418,8 @@ class Detection(Task):
 
     def detect(self, outputs: Sequence[np.ndarray]) -> list[Detections]:
         """Decoded, thresholded, NMS'd detections per image, in model-input pixels."""
+        if self.head == "nms":
+            return self.rows(outputs)
         boxes, scores = self.candidates(outputs)
         found = []
         for image_boxes, image_scores in zip(boxes, scores):
@@ -366,6 +468,11 @@ class Detection(Task):
         if not any(t["classes"] for t in theirs):
             return 100.0 if not any(p["classes"] for p in self.predictions(outputs)) else 0.0
         return self.score(outputs, theirs)
+
+    def match_outputs(self, reference: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> dict:
+        """`match_summary` of every image's detections in `outputs` against the FP32 `reference`'s."""
+        return match_summary([match_detections(want, got, self.f1_threshold)
+                              for want, got in zip(self.postprocess(reference), self.postprocess(outputs))])
 
     def _classes(self, truth: Sequence[dict], found: Sequence[Detections]) -> int:
         if self.num_classes:

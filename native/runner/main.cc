@@ -240,6 +240,101 @@ class OutputFiles {
   bool committed_ = false;
 };
 
+// --rows: NMS rows + counts (PaddleDetection's multiclass_nms3 outputs). Each chunk's outputs are
+// checked against the count output (1-D, integer, one value per sample), and the first sum(counts)
+// rows of every output but the counts are kept; all are written, concatenated, at the end.
+class RowFiles {
+ public:
+  RowFiles(std::string dir, std::size_t count) : dir_(std::move(dir)), parts_(count) {}
+
+  void append(const std::vector<std::string>& names, const std::vector<TensorView>& views, std::int64_t chunk) {
+    std::int64_t counted = -1;
+    std::size_t counts_at = views.size();
+    for (std::size_t i = 0; i < views.size() && counts_at == views.size(); ++i) {
+      const TensorView& v = views[i];
+      const bool integer = v.dtype == DType::int32 || v.dtype == DType::int64;
+      if (integer && v.shape.size() == 1 && v.shape[0] == chunk) counts_at = i;
+    }
+    if (counts_at == views.size()) {
+      std::string shapes;
+      for (std::size_t i = 0; i < views.size(); ++i) {
+        shapes += (i ? ", " : "") + names[i] + " " + shape_text(views[i].shape) + " " + dtype_name(views[i].dtype);
+      }
+      throw Error(ExitCode::run, "--rows: no output counts the rows of each of the chunk's " + std::to_string(chunk) +
+                                     " sample(s) (a 1-D int32/int64 output of that length); outputs: " + shapes,
+                  "use --rows only for models ending in NMS rows + a per-sample count (multiclass_nms3)");
+    }
+    const TensorView& c = views[counts_at];
+    counted = 0;
+    for (std::int64_t k = 0; k < chunk; ++k) {
+      const std::int64_t n = c.dtype == DType::int32 ? static_cast<const std::int32_t*>(c.data)[k]
+                                                     : static_cast<const std::int64_t*>(c.data)[k];
+      if (n < 0) throw Error(ExitCode::run, "--rows: output '" + names[counts_at] + "' holds a negative count",
+                             "report the model: its NMS output is malformed");
+      counted += n;
+    }
+    for (std::size_t i = 0; i < views.size(); ++i) {
+      const TensorView& v = views[i];
+      Part& part = parts_[i];
+      const bool counts = i == counts_at;
+      const std::int64_t take = counts ? chunk : counted;
+      if (!counts && take == 0) {                    // no rows: Lite may hand back a placeholder of any shape
+        if (!part.seen) part.dtype = v.dtype;
+        continue;
+      }
+      if (v.shape.empty() || v.shape[0] < take) {
+        throw Error(ExitCode::run, "--rows: output '" + names[i] + "' has shape " + shape_text(v.shape) + " but '" +
+                                       names[counts_at] + "' counts " + std::to_string(take) + " rows",
+                    "report the model: its NMS output is malformed");
+      }
+      Shape row(v.shape.begin() + 1, v.shape.end());
+      if (part.seen && (row != part.row || v.dtype != part.dtype)) {
+        throw Error(ExitCode::run, "--rows: output '" + names[i] + "' changes from rows of " + shape_text(part.row) +
+                                       " to " + shape_text(row) + " between chunks",
+                    "report the model: its NMS output is malformed");
+      }
+      part.seen = true;
+      part.row = row;
+      part.dtype = v.dtype;
+      part.counts = counts;
+      const std::size_t per_row = v.bytes / static_cast<std::size_t>(std::max<std::int64_t>(1, v.shape[0]));
+      const auto* bytes = static_cast<const std::uint8_t*>(v.data);
+      part.bytes.insert(part.bytes.end(), bytes, bytes + per_row * static_cast<std::size_t>(take));
+      part.rows += take;
+    }
+  }
+
+  void commit(const std::vector<std::string>& names, RunReport& report) {
+    for (std::size_t i = 0; i < parts_.size(); ++i) {
+      const Part& part = parts_[i];
+      Shape whole = part.seen ? part.row : Shape{6};   // never any rows: [0, 6], as PaddleDetection's rows are
+      whole.insert(whole.begin(), part.rows);
+      const std::string path = join_path(dir_, "output_" + std::to_string(i) + ".npy");
+      NpyStreamWriter writer(path + ".partial", part.dtype, whole);
+      writer.append(part.bytes.data(), part.bytes.size());
+      writer.close();
+      report.outputs.push_back({names[i], whole, dtype_name(part.dtype), path, std::nullopt, std::nullopt, std::nullopt});
+    }
+    for (std::size_t i = 0; i < parts_.size(); ++i) {
+      const std::string path = join_path(dir_, "output_" + std::to_string(i) + ".npy");
+      rename_file(path + ".partial", path);
+    }
+    report.notes.push_back("--rows: outputs are NMS rows concatenated over the samples, split by the count output");
+  }
+
+ private:
+  struct Part {
+    std::vector<std::uint8_t> bytes;
+    Shape row;
+    DType dtype = DType::float32;
+    std::int64_t rows = 0;
+    bool seen = false;
+    bool counts = false;
+  };
+  std::string dir_;
+  std::vector<Part> parts_;
+};
+
 // One inference between the instruction-count markers (native/plugin/markers.h): NOPs on a
 // device, region bounds for the counting plugin under qemu. Every engine.run() goes through
 // here, so region i of the plugin's counts is the i-th run: the pass's chunks, then the
@@ -250,9 +345,26 @@ void measured_run(LiteEngine& engine) {
   EDGEKIT_ICOUNT_MARK(EDGEKIT_ICOUNT_END);
 }
 
-void run_pass(LiteEngine& engine, const std::vector<Feed>& feeds, std::int64_t samples, int batch,
+void run_pass(LiteEngine& engine, const std::vector<Feed>& feeds, std::int64_t samples, int batch, bool rows,
               const std::string& out_dir, RunReport& report) {
   const auto& names = engine.output_names();
+  if (rows) {
+    RowFiles files(out_dir, names.size());
+    for (std::int64_t start = 0; start < samples; start += batch) {
+      const std::int64_t count = std::min<std::int64_t>(batch, samples - start);
+      feed_chunk(engine, feeds, start, count);
+      const auto t0 = Clock::now();
+      measured_run(engine);
+      const double took = ms_since(t0);
+      if (report.pass_ms.empty()) report.first_run_ms = took;
+      report.pass_ms.push_back(took);
+      std::vector<TensorView> views;
+      for (std::size_t i = 0; i < names.size(); ++i) views.push_back(engine.output(i));
+      files.append(names, views, count);
+    }
+    files.commit(names, report);
+    return;
+  }
   OutputFiles files(out_dir, names.size());
   for (std::int64_t start = 0; start < samples; start += batch) {
     const std::int64_t count = std::min<std::int64_t>(batch, samples - start);
@@ -341,7 +453,7 @@ int run(const Options& o) {
 
     report.phase = "pass";
     sink->provisional(report);
-    run_pass(engine, feeds, samples, o.batch, o.out_dir, report);
+    run_pass(engine, feeds, samples, o.batch, o.rows, o.out_dir, report);
 
     report.phase = "latency";
     sink->provisional(report);

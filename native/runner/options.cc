@@ -137,6 +137,8 @@ Options parse_options(const std::vector<std::string>& args) {
       o.config.power_mode = *mode;
     } else if (flag == "--batch") {
       o.batch = parse_count(flag, take(), 1);
+    } else if (flag == "--rows") {
+      o.rows = true;
     } else if (flag == "--warmup") {
       o.warmup = parse_count(flag, take(), 0);
     } else if (flag == "--repeat") {
@@ -156,7 +158,7 @@ Options parse_options(const std::vector<std::string>& args) {
 
 std::string usage_text() {
   return "usage: edgekit-lite-run --model MODEL.nb (--input NAME=FILE.npy ... | --inputs FILE.npz) --out DIR\n"
-         "                        [--record FILE] [--expect NAME:SHAPE[:DTYPE] ...] [--batch B]\n"
+         "                        [--record FILE] [--expect NAME:SHAPE[:DTYPE] ...] [--batch B] [--rows]\n"
          "                        [--threads N] [--power-mode " + power_mode_names() + "]\n"
          "                        [--warmup W] [--repeat R]\n"
          "       edgekit-lite-run --version | --cpu-info | --help\n"
@@ -170,6 +172,13 @@ std::string usage_text() {
          "  --expect NAME:SHAPE[:DTYPE]  the shape (-1 = any) and dtype the model declares for\n"
          "                               an input; Lite does not report declared shapes, so\n"
          "                               without it shapes are not checked (the record says so)\n"
+         "  --rows                       the outputs are NMS rows and a per-sample count\n"
+         "                               (PaddleDetection's multiclass_nms3: rows [K, 6] of all\n"
+         "                               samples of a chunk, count [B] int32): a 1-D integer\n"
+         "                               output of one value per sample gives the split, the\n"
+         "                               first sum(counts) rows of every other output are kept\n"
+         "                               and concatenated over chunks (without it, every\n"
+         "                               output's first dimension must count the samples)\n"
          "  --version                    print the Paddle-Lite runtime version\n"
          "  --cpu-info                   print the CPU as Lite will see it (JSON)\n"
          "\n"

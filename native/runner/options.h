@@ -37,6 +37,7 @@ struct Options {
   std::vector<Expect> expects;
   RunConfig config;
   int batch = 1;
+  bool rows = false;             // --rows: outputs are NMS rows + a per-sample count (see usage_text)
   int warmup = 1;
   int repeat = 10;
 };

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import time
 from pathlib import Path
 
 
@@ -53,3 +55,25 @@ def build_example_int8(cli, folder: Path, example: Path, name: str, samples: int
         args.append("--no-emulation")
     cli(*args)
     return folder / "out" / name / "arm64-int8"
+
+
+def kill_first(matches, stop, killed: list, settle: float = 1.0) -> None:
+    """SIGKILL the first process whose argv (a list of bytes) `matches`, `settle` seconds after it is seen (as the
+    OOM killer would), once; its pid goes into `killed`. For a watcher thread; `stop` (an Event) ends the watch."""
+    while not stop.is_set() and not killed:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if matches(argv):
+                time.sleep(settle)
+                try:
+                    os.kill(int(entry.name), signal.SIGKILL)
+                    killed.append(int(entry.name))
+                except ProcessLookupError:
+                    continue
+                return
+        time.sleep(0.05)

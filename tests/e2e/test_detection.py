@@ -44,6 +44,20 @@ def test_map_in_every_tier(bundle):
     assert task["kind"] == "detection" and task["options"]["strides"] == [8, 16] and task["options"]["reg_max"] == 7
 
 
+def test_quant_report_shows_map_by_object_size(bundle):
+    """quant/quant_report.md: FP32 and the chosen INT8 candidate in mAP@0.5, mAP and the three size buckets, the
+    same figures the parity tiers measured (the search scores on the same samples as tier B)."""
+    m = manifest(bundle)
+    fp32, int8 = m["parity"]["metrics"]["fp32 reference"], m["parity"]["metrics"]["int8 simulated"]
+    text = (bundle / "quant" / "quant_report.md").read_text(encoding="utf-8")
+    keys = ("map50", "map", "map_small", "map_medium", "map_large")
+    assert "| model | mAP@0.5 | mAP@0.5:0.95 | small | medium | large |" in text
+    assert "| FP32 reference | " + " | ".join(f"{fp32[k]:.2f}" for k in keys) + " |" in text
+    chosen = next(line for line in text.splitlines() if "(chosen)**" in line)
+    values = [float(cell.split(" (")[0]) for cell in chosen.strip("|").split("|")[1:]]
+    assert values == [round(int8[k], 2) for k in keys], (chosen, int8)
+
+
 def test_run_gives_boxes_in_image_pixels(bundle, cli):
     index = 7                                                      # a 128x96 scene: letterboxed to 96x96
     scene = train.scene_of(train.EVAL_SEED + index)

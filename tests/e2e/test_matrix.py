@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import raycluster
+from bundles import kill_first
 
 from edgekit import executors, matrix
 from edgekit.executors import Resources, Task
@@ -41,25 +42,8 @@ args = ["--no-emulation"]
     return root, matrix.load(root / "m.toml")
 
 
-def _kill_first_build(name: str, done: threading.Event, killed: list):
-    """SIGKILL the first `edgekit build` child whose argv has `name` (as the OOM killer would), once."""
-    while not done.is_set() and not killed:
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"build" in argv and name.encode() in argv and b"int8" in argv:
-                time.sleep(1.0)          # let it get into its stages
-                try:
-                    os.kill(int(entry.name), signal.SIGKILL)
-                    killed.append(int(entry.name))
-                except ProcessLookupError:
-                    continue
-                return
-        time.sleep(0.05)
+def _digits_int8_build(argv: list) -> bool:
+    return b"build" in argv and b"digits" in argv and b"int8" in argv
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +52,7 @@ def runs(spec, tmp_path_factory):
     source = matrix.source_digest()      # taken once: someone may edit the tree while this runs (not in CI)
     results = {"serial": matrix.run(m, root / "serial", executors.SerialExecutor(), source=source)}
     done, killed = threading.Event(), []
-    watcher = threading.Thread(target=_kill_first_build, args=("digits", done, killed), daemon=True)
+    watcher = threading.Thread(target=kill_first, args=(_digits_int8_build, done, killed), daemon=True)
     watcher.start()
     with executors.PoolExecutor(workers=2) as pool:
         results["pool"] = matrix.run(m, root / "pool", pool, source=source)

@@ -5,7 +5,8 @@ outputs that do not fit the task. Host, and aarch64 under qemu (e2e).
 
 Cases: anchor-free heads with DFL (reg_max 7) and plain distances (reg_max 0), one to three strides,
 dense candidates for NMS and the top-k / max-detections caps, equal scores, logits and probabilities;
-decoded heads; matrix NMS (linear and gaussian decay, identical boxes); zero detections; letterboxed wide and tall images; argmax maps with ties, one-channel
+decoded heads; matrix NMS (linear and gaussian decay, identical boxes); the rows + counts of a graph that ran NMS
+(head nms: threshold, cap, ties, counts that do not fit); zero detections; letterboxed wide and tall images; argmax maps with ties, one-channel
 thresholds, class-map outputs, nearest resizing and maps put back onto letterboxed images.
 """
 
@@ -76,9 +77,28 @@ def detection_cases(rng):
     yield "matrix decoded", dict(decoded, nms="matrix", post_threshold=0.3), exact, (letterbox, (300, 800))
     same = np.repeat(np.array([[[0, 0, 10, 10], [5, 5, 20, 20], [30, 30, 40, 50]]], np.float32), 2, axis=1)
     yield "matrix duplicates", dict(decoded, nms="matrix"), [same, np.full((1, 6, 2), 0.9, np.float32)], None  # / 0
+    nms = {"head": "nms", "labels": ["a", "b", "c"], "score_threshold": 0.1}
+    rows, counts = nms_rows_case(rng, [7, 0, 12])
+    yield "nms rows", nms, [rows, counts], None
+    yield "nms rows letterbox", nms, [rows, counts], (letterbox, (300, 800))
+    yield "nms rows capped", dict(nms, max_detections=4, score_threshold=0.0), [rows, counts.astype(np.int64)], None
+    yield "nms rows none", nms, [np.zeros((0, 6), np.float32), np.zeros(2, np.int32)], None
+    tied = rows[:7].copy()
+    tied[:, 1] = 0.5                                                # equal scores: the graph's order stays
+    yield "nms rows ties", nms, [tied, np.array([7], np.int32)], None
+    yield "bad nms counts", nms, [rows, np.array([7, 0, 13], np.int32)], None
+    yield "bad nms class", dict(nms, score_threshold=0.0), [rows * np.float32(2), counts], None
     yield "bad count", base, outputs[:5], None
     yield "bad bins", {"strides": [8, 16, 32], "reg_max": 5}, outputs, None
     yield "bad classes", {"strides": [8, 16, 32], "num_classes": 4}, outputs, None
+
+
+def nms_rows_case(rng, counts):
+    """multiclass_nms3-style outputs: rows (class, score, x0, y0, x1, y1) of every image, then the counts (int32)."""
+    total = sum(counts)
+    corners = np.sort(rng.uniform(0, 90, (total, 2, 2)), axis=1).transpose(0, 2, 1).reshape(total, 4)
+    rows = np.concatenate([rng.integers(0, 3, (total, 1)), rng.random((total, 1)), corners], 1).astype(np.float32)
+    return rows, np.asarray(counts, np.int32)
 
 
 def segmentation_cases(rng):
@@ -196,7 +216,10 @@ def test_cases_exercise_what_they_claim(prepared):
     assert counts["nothing found"] == 0
     assert counts["dense nms caps"] == 2 * 20                       # the max-detections cap binds
     assert counts["dfl three strides"] > 20 and counts["letterbox wide"] == counts["letterbox tall"] == counts["stretch"]
-    assert {n for n, e in zip(names, expected) if "error" in e} == {"bad count", "bad bins", "bad classes", "bad rank"}
+    assert counts["nms rows"] == counts["nms rows letterbox"] and 0 < counts["nms rows"] < 19   # some under 0.1
+    assert counts["nms rows capped"] == 4 + 0 + 4 and counts["nms rows none"] == 0 and counts["nms rows ties"] > 0
+    assert {n for n, e in zip(names, expected) if "error" in e} == {"bad count", "bad bins", "bad classes", "bad rank",
+                                                                     "bad nms counts", "bad nms class"}
 
 
 LETTERBOX_SPECS = [

@@ -4,7 +4,8 @@ on aarch64 and armhf under qemu.
 
 Cases: random images of many sizes (scaled up and down, exact 2x / 3x / 4x, odd and mixed factors, the same
 size, one-pixel images; text lines wide and narrow) x specs (gray / rgb / bgr, linear / nearest / area, crop,
-per-channel mean and std, NCHW / NHWC, fit_height with padding, the PP-OCR and digits specs of the examples),
+per-channel mean and std, NCHW / NHWC, fit_height with padding, fit_height at the line's own width (width_mode
+dynamic: max_width, width_step), the PP-OCR and digits specs of the examples),
 fed as the apps have them: gray, BGR, RGB, BGRA and RGBA arrays (Python gets the BGR or gray equivalent, as
 cv2 decodes it), plus real digit PNGs and 600 specs drawn at random, each with an image of a random size.
 """
@@ -38,6 +39,12 @@ def specs() -> dict[str, PreprocessSpec]:
         "ppocr-det": example_spec(EXAMPLES / "ppocr" / "det.toml"),
         "ppocr-rec": example_spec(EXAMPLES / "ppocr" / "rec.toml"),
         "ppocr-cls": example_spec(EXAMPLES / "ppocr" / "cls.toml"),
+        "ppocr-rec-dynamic": example_spec(EXAMPLES / "ppocr" / "rec_dynamic.toml"),
+        "line-dynamic-small": PreprocessSpec(color="rgb", resize=(24, 120), resize_mode="fit_height", scale=1 / 255,
+                                             mean=(0.5,), std=(0.5,), width_mode="dynamic", max_width=400, width_step=16),
+        "gray-fit-dynamic-area-nhwc": PreprocessSpec(color="gray", resize=(16, 40), resize_mode="fit_height",
+                                                     interpolation="area", layout="NHWC", pad_value=-0.5,
+                                                     width_mode="dynamic", max_width=203, width_step=7),
         "page-small": page_spec(40, 56),
         "line-small": line_spec(24, 120),
         "gray-linear": PreprocessSpec(color="gray", resize=(24, 32), mean=(0.45,), std=(0.226,)),
@@ -205,7 +212,7 @@ def test_the_cases_reach_every_resize_path(prepared):
         sh, sw = case.python_image.shape[:2]
         h, w = spec.resize
         if spec.resize_mode == "fit_height":
-            w = max(1, min(w, -(-h * sw // sh)))
+            w = spec.line_width(sh, sw)
         if (h, w) == (sh, sw):
             reached.add("copy")
             continue
@@ -250,3 +257,29 @@ def test_tool_errors_name_the_problem(core_jobs, prepared, tmp_path):
     assert results[3]["exit_code"] == 2 and "does not fit" in results[3]["error"]
     assert "unknown operation 'resize'" in results[4]["error"]
     assert done.returncode == 5
+
+
+@pytest.mark.parametrize("extra", [
+    {"width_mode": "wide"},
+    {"width_mode": "dynamic"},
+    {"width_mode": "dynamic", "max_width": 100},
+    {"max_width": 640},
+    {"width_mode": "dynamic", "max_width": 640, "width_step": 0},
+    {"width_mode": "dynamic", "max_width": 10 ** 6},
+])
+def test_width_mode_refusals_say_what_python_says(core_jobs, prepared, tmp_path, extra):
+    """A bad width_mode / max_width / width_step: the core refuses with the rule Python's DataError names."""
+    from edgekit.errors import DataError
+
+    raw = {"color": "rgb", "resize": [48, 320], "resize_mode": "fit_height", **extra}
+    with pytest.raises(DataError) as python:
+        PreprocessSpec.from_mapping(raw)
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(json.dumps({"inputs": ["x"], "preprocess": raw}))
+    _, image_file, _, _ = prepared[0]
+    report, _ = core_jobs("host", [{"op": "preprocess", "spec": str(spec_file), "image": str(image_file),
+                                    "out": str(tmp_path / "t.npy")}], tmp_path)
+    (result,) = report["jobs"]
+    assert not result["ok"] and result["exit_code"] == 5
+    fragment = python.value.message.split(" is ")[0] if "MAX_RESIZE_SIDE" not in python.value.message else "max_width"
+    assert fragment in result["error"], (python.value.message, result["error"])

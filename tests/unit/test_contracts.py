@@ -131,3 +131,11 @@ def test_the_runner_abi_names_come_from_the_target_table():
 
     table = {info.emulation for info in TARGETS.values() if info.emulation}
     assert {a.value for a in Abi if a is not Abi.host} == table == set(transports.ABIS) == set(facts.ANDROID_ABIS.values())
+
+
+def test_non_finite_numbers_are_written_as_null(tmp_path):
+    """An exact match's SNR is infinite; JSON (and the apps' C++ reader) has no Infinity."""
+    path = tmp_path / "x.json"
+    contracts.write_json(path, {"snr_db": float("inf"), "rows": [1.5, float("nan"), (float("-inf"), 2)]})
+    assert json.loads(path.read_text()) == {"snr_db": None, "rows": [1.5, None, [None, 2]]}
+    assert "Infinity" not in path.read_text() and "NaN" not in path.read_text()

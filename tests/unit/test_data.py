@@ -64,6 +64,42 @@ def test_fit_height_keeps_the_aspect_ratio_and_pads_on_the_right():
     assert wide.shape == (3, 4, 12) and (wide == -1.0).all()
 
 
+def test_dynamic_width_follows_the_line_in_steps_between_the_width_and_max_width():
+    spec = PreprocessSpec(color="rgb", resize=(4, 12), resize_mode="fit_height", scale=1.0, mean=(1.0,), pad_value=-7.0,
+                          width_mode="dynamic", max_width=40, width_step=8)
+    narrow = spec.apply(np.full((2, 3, 3), 5, np.uint8))          # 6 columns: padded to the width, 12
+    assert narrow.shape == (3, 4, 12) and (narrow[:, :, :6] == 4.0).all() and (narrow[:, :, 6:] == -7.0).all()
+    wide = spec.apply(np.full((2, 10, 3), 5, np.uint8))           # 20 columns, its own width: the tensor 24 (3 x 8)
+    assert wide.shape == (3, 4, 24) and (wide[:, :, :20] == 4.0).all() and (wide[:, :, 20:] == -7.0).all()
+    widest = spec.apply(np.zeros((2, 100, 3), np.uint8))          # 200 columns: squeezed to max_width, no padding
+    assert widest.shape == (3, 4, 40) and (widest == -1.0).all()
+    fixed = PreprocessSpec(color="rgb", resize=(4, 12), resize_mode="fit_height", scale=1.0, mean=(1.0,), pad_value=-7.0)
+    assert np.array_equal(narrow, fixed.apply(np.full((2, 3, 3), 5, np.uint8)))
+    assert spec.geometry(2, 10).resized_width == 20 and spec.tensor_width(20) == 24
+
+
+def test_dynamic_width_round_trips_and_fixed_files_carry_no_width_keys():
+    spec = PreprocessSpec(resize=(48, 320), resize_mode="fit_height", width_mode="dynamic", max_width=1280)
+    record = spec.to_json()
+    assert (record["width_mode"], record["max_width"], record["width_step"]) == ("dynamic", 1280, 32)
+    assert PreprocessSpec.from_mapping({k: v for k, v in record.items() if k != "order"}) == spec
+    assert "width_mode" not in PreprocessSpec(resize=(48, 320), resize_mode="fit_height").to_json()
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    (dict(resize=(4, 8), resize_mode="fit_height", width_mode="wide"), "width_mode is 'wide'"),
+    (dict(resize=(4, 8), resize_mode="fit_height", width_mode="dynamic"), "dynamic needs resize_mode fit_height and max_width"),
+    (dict(resize=(4, 8), resize_mode="fit_height", width_mode="dynamic", max_width=6), "max_width >= resize"),
+    (dict(resize=(4, 8), width_mode="dynamic", max_width=16), "dynamic needs resize_mode fit_height"),
+    (dict(resize=(4, 8), resize_mode="fit_height", max_width=16), "max_width is given with width_mode fixed"),
+    (dict(resize=(4, 8), resize_mode="fit_height", width_mode="dynamic", max_width=16, width_step=0), "width_step is 0"),
+    (dict(resize=(4, 8), resize_mode="fit_height", width_mode="dynamic", max_width=10 ** 6), "max_width"),
+])
+def test_width_mode_checks(kwargs, fragment):
+    with pytest.raises(DataError, match=fragment):
+        PreprocessSpec(**kwargs)
+
+
 @pytest.mark.parametrize("kwargs, fragment", [
     (dict(resize_mode="fit"), "resize_mode is 'fit'"),
     (dict(resize_mode="fit_height"), "fit_height needs resize"),

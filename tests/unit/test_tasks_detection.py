@@ -370,3 +370,47 @@ def test_matrix_nms_decays_scores_by_overlap_as_paddles_matrix_nms():
         make_task("detection", {"nms": "soft"})
     with pytest.raises(ConfigError, match="use_gaussian = 1 is not true or false"):
         make_task("detection", {"nms": "matrix", "use_gaussian": 1})
+
+
+def test_the_nms_head_takes_the_graphs_rows_per_image_with_threshold_and_cap():
+    rows, counts = _rows()
+    task = make_task("detection", {"head": "nms", "labels": ["a", "b", "c"], "score_threshold": 0.65})
+    found = task.detect([rows, counts])
+    assert [d.classes.tolist() for d in found] == [[1], [2]]               # 0.6 is under the threshold
+    assert found[0].boxes.tolist() == [[20, 20, 30, 30]] and found[1].scores.tolist() == pytest.approx([0.7])
+    capped = make_task("detection", {"head": "nms", "max_detections": 1, "score_threshold": 0.0}).detect([rows, counts])
+    assert [d.scores.tolist() for d in capped] == [pytest.approx([0.9]), pytest.approx([0.7])]   # best first, capped
+    assert task.options() == {"head": "nms", "score_threshold": 0.65, "max_detections": 100, "f1_threshold": 0.5,
+                              "labels": ["a", "b", "c"]}                   # no NMS, no activation: the graph did them
+    assert [len(d) for d in task.detect([np.zeros((0, 6), np.float32), np.zeros(2, np.int32)])] == [0, 0]
+    with pytest.raises(DataError, match=r"nms head\): the counts \[2, 2\] do not fit the 3 rows"):
+        task.detect([rows, np.array([2, 2], np.int32)])
+    with pytest.raises(DataError, match=r"output 0 must be rows \[K, 6\]"):
+        task.detect([rows[:, :4], counts])
+    with pytest.raises(DataError, match=r"output 0 names class 2, the task names 2"):
+        make_task("detection", {"head": "nms", "num_classes": 2}).detect([rows, counts])
+
+
+def test_a_kept_graphs_rows_are_picked_and_compared_image_by_image():
+    from edgekit.lite.nms import comparable, take
+
+    rows, counts = _rows()
+    picked = take([rows, counts], [1, 0])                                  # image 1, then image 0
+    assert picked[1].tolist() == [1, 2] and picked[0][:, 0].tolist() == [2, 0, 1]
+    fewer = [rows[:2], np.array([2, 0], np.int32)]                        # image 1 found nothing
+    ref, got = comparable([rows, counts], fewer)
+    assert len(ref) == len(got) == 1 and ref[0].shape == got[0].shape == (2, 2, 6)   # the counts are in the padding
+    assert np.array_equal(ref[0][0], got[0][0]) and not got[0][1].any() and ref[0][1, 0].tolist() == rows[2].tolist()
+
+
+def test_the_model_nms_setting_is_auto_keep_or_cut(tmp_path):
+    from edgekit.config import resolve
+
+    def config(line):
+        (tmp_path / "edgekit.toml").write_text(f'[model]\nname = "det"\nmodel_file = "m/model.pdmodel"\n{line}\n')
+        return resolve(tmp_path / "edgekit.toml", {}, environ={})
+
+    assert config("").model.nms == "auto"
+    assert config('nms = "keep"').model.nms == "keep" and config('nms = "cut"').model.nms == "cut"
+    with pytest.raises(ConfigError, match=r"\[model\] nms = 'never' is unknown"):
+        config('nms = "never"')

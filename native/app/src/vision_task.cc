@@ -120,7 +120,9 @@ Json VisionTask::in_image(const std::vector<Array>& outputs, const PreprocessSpe
   }
   const auto found = detect(pointers(outputs), detection_);
   if (found.size() != 1) throw Error(ExitCode::run, "the model returned " + std::to_string(found.size()) +
-                                                        " detection sets for one image", "the model's outputs must keep the batch axis");
+                                                        " detection sets for one image",
+                                    detection_.rows ? "the NMS count output must hold one value per image"
+                                                    : "the model's outputs must keep the batch axis");
   const Geometry g = spec.geometry(height, width);
   Json out = Json::array();
   for (const Detection& d : found[0]) {

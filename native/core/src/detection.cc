@@ -60,7 +60,7 @@ std::vector<std::string> labels_of(const std::string& kind, const Json& options)
 }
 
 Error shape_error(const DetectionOptions& o, const std::string& what) {
-  return Error(ExitCode::input, std::string("task detection (") + (o.decoded ? "decoded" : "anchor_free") +
+  return Error(ExitCode::input, std::string("task detection (") + (o.rows ? "nms" : o.decoded ? "decoded" : "anchor_free") +
                                     " head): " + what,
                "fix task options strides/reg_max/num_classes/head to match the model's outputs");
 }
@@ -195,7 +195,9 @@ DetectionOptions DetectionOptions::from_json(const Json& options) {
                               "nms_top_k", "max_detections", "f1_threshold", "labels", "num_classes", "nms",
                               "post_threshold", "use_gaussian", "gaussian_sigma"});
   DetectionOptions o;
-  o.decoded = choice(kind, options, "head", "anchor_free", {"anchor_free", "decoded"}) == "decoded";
+  const std::string head = choice(kind, options, "head", "anchor_free", {"anchor_free", "decoded", "nms"});
+  o.decoded = head == "decoded";
+  o.rows = head == "nms";
   o.sigmoid = choice(kind, options, "activation", "sigmoid", {"sigmoid", "none"}) == "sigmoid";
   if (const Json* v = options.find("strides")) {
     bool ok = v->is_array() && v->size() > 0;
@@ -315,7 +317,69 @@ std::vector<std::size_t> matrix_nms(const std::vector<Detection>& candidates, co
   return kept;
 }
 
+namespace {
+
+// Head "nms": the graph ran NMS (multiclass_nms3): rows [K, 6] (class, score, x0, y0, x1, y1) of all images one after
+// the other, split by the integer counts [N]; per image the rows above score_threshold, best first (stable), capped.
+std::vector<std::vector<Detection>> nms_rows(const std::vector<const Array*>& outputs, const DetectionOptions& o) {
+  if (outputs.size() != 2) {
+    throw shape_error(o, "expects 2 outputs (rows [K, 6], counts [N]), the model gives " +
+                             std::to_string(outputs.size()) + ": " + shapes_text(outputs));
+  }
+  const Array& rows = *outputs[0];
+  const Array& counts = *outputs[1];
+  const bool int_counts = counts.dtype == DType::int32 || counts.dtype == DType::int64;
+  const bool rows_ok = rows.dtype == DType::float32 &&
+                       ((rows.shape.size() == 2 && rows.shape[1] == 6) || element_count(rows.shape) == 0);
+  if (counts.shape.size() != 1 || !int_counts || !rows_ok) {
+    throw shape_error(o, "output 0 must be rows [K, 6] (class, score, x0, y0, x1, y1) and output 1 integer counts [N]; "
+                         "got " + shapes_text(outputs) + " (" + dtype_name(rows.dtype) + ", " + dtype_name(counts.dtype) + ")");
+  }
+  const std::int64_t total = element_count(rows.shape) / 6;
+  std::vector<std::int64_t> per(static_cast<std::size_t>(counts.shape[0]));
+  std::int64_t sum = 0;
+  bool fits = true;
+  for (std::size_t i = 0; i < per.size(); ++i) {
+    per[i] = counts.dtype == DType::int32 ? counts.as<std::int32_t>()[i] : counts.as<std::int64_t>()[i];
+    fits = fits && per[i] >= 0;
+    sum += per[i];
+  }
+  if (!fits || sum > total) {
+    std::string listed;
+    for (std::int64_t c : per) listed += (listed.empty() ? "" : ", ") + std::to_string(c);
+    throw shape_error(o, "the counts [" + listed + "] do not fit the " + std::to_string(total) + " rows");
+  }
+  const float threshold = static_cast<float>(o.score_threshold);
+  const float* r = total ? rows.as<float>() : nullptr;
+  std::vector<std::vector<Detection>> found;
+  std::int64_t start = 0;
+  for (std::int64_t count : per) {
+    std::vector<Detection> image;
+    for (std::int64_t k = start; k < start + count; ++k) {
+      const float* row = r + 6 * k;
+      if (!(row[1] > threshold)) continue;
+      Detection d;
+      d.klass = static_cast<std::int64_t>(row[0]);
+      d.score = row[1];
+      std::copy(row + 2, row + 6, d.box);
+      if (o.num_classes != 0 && (d.klass < 0 || d.klass >= o.num_classes)) {
+        throw shape_error(o, "output 0 names class " + std::to_string(d.klass) + ", the task names " +
+                                 std::to_string(o.num_classes));
+      }
+      image.push_back(d);
+    }
+    start += count;
+    std::stable_sort(image.begin(), image.end(), [](const Detection& x, const Detection& y) { return x.score > y.score; });
+    if (image.size() > static_cast<std::size_t>(o.max_detections)) image.resize(static_cast<std::size_t>(o.max_detections));
+    found.push_back(std::move(image));
+  }
+  return found;
+}
+
+}  // namespace
+
 std::vector<std::vector<Detection>> detect(const std::vector<const Array*>& outputs, const DetectionOptions& options) {
+  if (options.rows) return nms_rows(outputs, options);
   std::vector<std::vector<Detection>> found;
   const float threshold = static_cast<float>(options.score_threshold);
   for (const Anchors& a : anchors(outputs, options)) {

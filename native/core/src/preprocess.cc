@@ -23,8 +23,10 @@ constexpr Named<Interpolation> kInterpolations[] = {
     {Interpolation::linear, "linear"}, {Interpolation::nearest, "nearest"}, {Interpolation::area, "area"}};
 constexpr Named<ResizeMode> kResizeModes[] = {
     {ResizeMode::stretch, "stretch"}, {ResizeMode::fit_height, "fit_height"}, {ResizeMode::letterbox, "letterbox"}};
+constexpr Named<WidthMode> kWidthModes[] = {{WidthMode::fixed, "fixed"}, {WidthMode::dynamic, "dynamic"}};
 const char* const kKnownKeys[] = {"color", "resize", "crop", "interpolation", "scale", "mean", "std",
-                                  "layout", "resize_mode", "pad_value", "order"};
+                                  "layout", "resize_mode", "pad_value", "width_mode", "max_width", "width_step",
+                                  "order"};
 
 Error bad(const std::string& what, const std::string& fix) { return Error(ExitCode::input, what, fix); }
 
@@ -72,6 +74,15 @@ std::optional<Size2> parse_size(const Json& value, const char* key) {
     hw[i] = static_cast<int>(v.as_number());
   }
   return Size2{hw[0], hw[1]};
+}
+
+int parse_width(const Json& value, const char* key) {
+  if (!value.is_number() || value.as_number() != std::floor(value.as_number()) || value.as_number() < 1 ||
+      value.as_number() > 1e9) {
+    throw bad(std::string("preprocess.") + key + " is " + value.dump(),
+              std::string("give ") + key + " as a positive whole number of pixels");
+  }
+  return static_cast<int>(value.as_number());
 }
 
 std::vector<double> parse_numbers(const Json& value, const char* key) {
@@ -136,6 +147,34 @@ void PreprocessSpec::validate() const {
     throw bad("preprocess.resize_mode letterbox needs resize = [height, width] and no crop",
               "give resize and drop crop, or use resize_mode stretch");
   }
+  if (width_step < 1) throw bad("preprocess.width_step is " + std::to_string(width_step), "give width_step as a positive whole number of pixels");
+  if (width_mode == WidthMode::fixed) {
+    if (max_width != 0) {
+      throw bad("preprocess.max_width is given with width_mode fixed", "drop max_width, or set width_mode = \"dynamic\"");
+    }
+    return;
+  }
+  if (resize_mode != ResizeMode::fit_height || max_width < 1 || max_width < resize->width) {
+    throw bad("preprocess.width_mode dynamic needs resize_mode fit_height and max_width >= resize[1]",
+              "e.g. resize = [48, 320], resize_mode = \"fit_height\", max_width = 1280");
+  }
+  if (max_width > limits::kMaxResizeSide) {
+    throw limits::beyond(ExitCode::input, "preprocess.max_width " + std::to_string(max_width),
+                         static_cast<std::uint64_t>(max_width), "MAX_RESIZE_SIDE", limits::kMaxResizeSide);
+  }
+}
+
+int PreprocessSpec::line_width(int image_height, int image_width) const {
+  // Python: max(1, min(cap, ceil(H * w / h))), the division in double
+  const int cap = width_mode == WidthMode::dynamic ? max_width : resize->width;
+  const double wide = static_cast<double>(static_cast<long long>(resize->height) * image_width) / image_height;
+  return static_cast<int>(std::max(1.0, std::min<double>(cap, std::ceil(wide))));
+}
+
+int PreprocessSpec::tensor_width(int line) const {
+  if (width_mode != WidthMode::dynamic) return resize->width;
+  const long long stepped = (static_cast<long long>(line) + width_step - 1) / width_step * width_step;
+  return static_cast<int>(std::min<long long>(max_width, std::max<long long>(resize->width, stepped)));
 }
 
 Geometry PreprocessSpec::geometry(int image_height, int image_width) const {
@@ -156,8 +195,7 @@ Geometry PreprocessSpec::geometry(int image_height, int image_width) const {
       g.top = (resize->height - g.resized_height) / 2;
       g.left = (resize->width - g.resized_width) / 2;
     } else if (resize_mode == ResizeMode::fit_height) {
-      const double wide = static_cast<double>(static_cast<long long>(resize->height) * image_width) / image_height;
-      g.resized_width = static_cast<int>(std::max(1.0, std::min<double>(resize->width, std::ceil(wide))));
+      g.resized_width = line_width(image_height, image_width);
     }
   }
   if (crop) {
@@ -184,7 +222,7 @@ PreprocessSpec PreprocessSpec::from_json(const Json& object) {
                      [&](const char* k) { return member.first == k; }) == std::end(kKnownKeys)) {
       throw bad("unknown preprocess key: " + member.first,
                 "this core reads color, resize, crop, interpolation, scale, mean, std, layout, resize_mode, "
-                "pad_value; update the app's edgekit core");
+                "pad_value, width_mode, max_width, width_step; update the app's edgekit core");
     }
   }
   PreprocessSpec spec;
@@ -198,6 +236,9 @@ PreprocessSpec PreprocessSpec::from_json(const Json& object) {
   if (const Json* v = object.find("layout")) spec.layout = parse_name(*v, "layout", kLayouts);
   if (const Json* v = object.find("resize_mode")) spec.resize_mode = parse_name(*v, "resize_mode", kResizeModes);
   if (const Json* v = object.find("pad_value")) spec.pad_value = parse_number(*v, "pad_value");
+  if (const Json* v = object.find("width_mode")) spec.width_mode = parse_name(*v, "width_mode", kWidthModes);
+  if (const Json* v = object.find("max_width"); v && !v->is_null()) spec.max_width = parse_width(*v, "max_width");
+  if (const Json* v = object.find("width_step")) spec.width_step = parse_width(*v, "width_step");
   spec.validate();
   return spec;
 }
@@ -214,6 +255,11 @@ Json PreprocessSpec::to_json() const {
   out.set("layout", name_of(layout, kLayouts));
   out.set("resize_mode", name_of(resize_mode, kResizeModes));
   out.set("pad_value", pad_value);
+  if (width_mode == WidthMode::dynamic) {  // fixed-width files stay as older cores read them (Python likewise)
+    out.set("width_mode", name_of(width_mode, kWidthModes));
+    out.set("max_width", max_width);
+    out.set("width_step", width_step);
+  }
   return out;
 }
 
@@ -278,12 +324,7 @@ Preprocessor::Plan Preprocessor::plan(const ImageView& image) const {
   if (spec_.resize) {
     p.resize_height = spec_.resize->height;
     p.resize_width = spec_.resize->width;
-    if (spec_.resize_mode == ResizeMode::fit_height) {
-      // Python: max(1, min(w, ceil(h * W / H))), the division in double.
-      const double wide = static_cast<double>(static_cast<long long>(p.resize_height) * image.width) /
-                          static_cast<double>(image.height);
-      p.resize_width = static_cast<int>(std::max(1.0, std::min<double>(p.resize_width, std::ceil(wide))));
-    }
+    if (spec_.resize_mode == ResizeMode::fit_height) p.resize_width = spec_.line_width(image.height, image.width);
     if (spec_.resize_mode == ResizeMode::letterbox) {
       const Geometry g = spec_.geometry(image.height, image.width);
       p.resize_height = g.resized_height;
@@ -294,7 +335,7 @@ Preprocessor::Plan Preprocessor::plan(const ImageView& image) const {
     p.height = p.resize_height;
     p.width = p.resize_width;
   }
-  p.tensor_width = spec_.resize_mode == ResizeMode::fit_height ? spec_.resize->width : p.width;
+  p.tensor_width = spec_.resize_mode == ResizeMode::fit_height ? spec_.tensor_width(p.resize_width) : p.width;
   p.tensor_height = p.height;
   if (spec_.resize_mode == ResizeMode::letterbox) {
     p.tensor_height = spec_.resize->height;

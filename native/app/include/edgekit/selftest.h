@@ -10,7 +10,11 @@
 //    -> model.nb, within the same tolerances, -> the core's post-processing, which
 //    must give the Python results (classes, labels, text, boxes identical; scores
 //    within the FP32 max abs tolerance). The golden results come from the FP32
-//    reference, so for reduced precisions the results are reported, not gated.
+//    reference: for reduced precisions they are reported, not gated, except
+//    detections when golden.json states `tolerances.detections`: each image's
+//    detections are then matched to the FP32 ones (per class, greedy by IoU as mAP
+//    matches, IoU >= min_iou) and recall and precision of the confident ones
+//    (score >= score_threshold) must reach the floors the build measured.
 #pragma once
 
 #include <cstddef>
@@ -23,10 +27,25 @@
 
 namespace edgekit {
 
+// golden.json's tolerances.detections (edgekit.tasks.detection.golden_tolerance).
+struct MatchTolerance {
+  bool present = false;
+  double min_iou = 0.5;
+  double score_threshold = 0.5;
+  double min_recall = 1;
+  double min_precision = 1;
+};
+
 struct Tolerances {
   double min_cosine = 0.9999;
   double max_abs = -1;  // < 0: not gated (reduced precisions)
+  MatchTolerance detections;
 };
+
+// One image's detections ([{"box", "class", "score"}]) matched to the FP32 golden ones, as
+// edgekit.tasks.detection.match_detections: {"expected", "found", "recall", "confident",
+// "confirmed", "precision", "min_iou"}.
+Json match_detections(const Json& expected, const Json& got, double score_threshold, double min_iou);
 
 class GoldenSet {
  public:

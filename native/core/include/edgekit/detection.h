@@ -20,6 +20,7 @@ namespace edgekit {
 
 struct DetectionOptions {
   bool decoded = false;            // head "decoded": boxes [N, M, 4] + scores [N, M, C]; else "anchor_free"
+  bool rows = false;               // head "nms": the graph's NMS rows [K, 6] + counts [N] (no decoding, no NMS)
   std::vector<int> strides = {8, 16, 32};
   int reg_max = 7;
   double cell_offset = 0.5;
@@ -47,7 +48,8 @@ struct Detection {
 };
 
 // Outputs in the model's fetch order: anchor_free = the class maps of every stride, then the
-// box maps; decoded = boxes, scores. Error(input) names the output whose count or shape is wrong.
+// box maps; decoded = boxes, scores; nms = rows [K, 6] (class, score, x0, y0, x1, y1) of all images, then the
+// integer count per image [N] (PaddleDetection's multiclass_nms3 outputs). Error(input) names the output whose count or shape is wrong.
 std::vector<std::vector<Detection>> detect(const std::vector<const Array*>& outputs, const DetectionOptions& options);
 
 // Indices kept by class-aware greedy NMS (candidates sorted by score, stable), best first.

@@ -21,6 +21,7 @@ namespace edgekit {
 enum class ColorMode { rgb, bgr, gray };
 enum class Layout { nchw, nhwc };
 enum class ResizeMode { stretch, fit_height, letterbox };
+enum class WidthMode { fixed, dynamic };
 
 struct Size2 {
   int height = 0;
@@ -49,6 +50,11 @@ struct PreprocessSpec {
   Layout layout = Layout::nchw;
   ResizeMode resize_mode = ResizeMode::stretch;
   double pad_value = 0.0;
+  // fit_height: "dynamic" makes the tensor as wide as the line, rounded up to a multiple of
+  // width_step, within [resize.width, max_width] (the line itself at most max_width wide).
+  WidthMode width_mode = WidthMode::fixed;
+  int max_width = 0;  // dynamic only; 0 = unset
+  int width_step = 32;
 
   int channels() const { return color == ColorMode::gray ? 1 : 3; }
   // Throws Error(input) with the rule broken, as the Python constructor raises DataError.
@@ -58,6 +64,9 @@ struct PreprocessSpec {
   Json to_json() const;
   // letterbox: scale min(H / h, W / w), sides rounded half up, centred; stretch / fit_height / none likewise.
   Geometry geometry(int image_height, int image_width) const;
+  // fit_height: the resized line's width (Python's line_width) and the tensor's width for it (tensor_width).
+  int line_width(int image_height, int image_width) const;
+  int tensor_width(int line_width) const;
 };
 
 // preprocess.json: the model's feed names and the spec (absent when the bundle was
