@@ -111,8 +111,10 @@ Json output_check(const std::string& name, const OutputStats& s, const Tolerance
 Array rows_of(const Array& all, std::int64_t begin, std::int64_t count, const std::string& what) {
   if (all.shape.empty() || begin < 0 || count < 0 || begin + count > all.shape[0]) {
     throw Error(ExitCode::input,
-                what + " has shape " + shape_text(all.shape) + ", so no rows " + std::to_string(begin) + ".." +
-                    std::to_string(begin + count) + " (samples are on the first axis)",
+                what + " has shape " + shape_text(all.shape) +
+                    (count == 1 ? ", so no sample " + std::to_string(begin)
+                                : ", so no rows " + std::to_string(begin) + ".." + std::to_string(begin + count)) +
+                    " (samples are on the first axis)",
                 "the bundle's golden files do not belong together; rebuild the bundle with `edgekit build`");
   }
   Array part;
