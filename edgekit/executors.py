@@ -418,6 +418,10 @@ class RayExecutor(Executor):
                 out.append((ref, ray.get(ref), None))
             except ray.exceptions.RayTaskError as error:    # the task raised: hand on its own exception
                 cause = error.cause if getattr(error, "cause", None) is not None else error
+                if isinstance(cause, ray.exceptions.ObjectLostError):
+                    # the worker could not fetch the task's arguments from the object store (seen once as
+                    # OwnerDiedError in a fresh-clone CI run, with the driver alive): Ray's fault, not the task's
+                    cause = WorkerLost(f"the Ray worker could not get the task's arguments ({type(cause).__name__})")
                 out.append((ref, None, cause))
             except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
                     ray.exceptions.ObjectLostError, ray.exceptions.RaySystemError) as error:
