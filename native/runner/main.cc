@@ -345,27 +345,10 @@ void measured_run(LiteEngine& engine) {
   EDGEKIT_ICOUNT_MARK(EDGEKIT_ICOUNT_END);
 }
 
-void run_pass(LiteEngine& engine, const std::vector<Feed>& feeds, std::int64_t samples, int batch, bool rows,
-              const std::string& out_dir, RunReport& report) {
-  const auto& names = engine.output_names();
-  if (rows) {
-    RowFiles files(out_dir, names.size());
-    for (std::int64_t start = 0; start < samples; start += batch) {
-      const std::int64_t count = std::min<std::int64_t>(batch, samples - start);
-      feed_chunk(engine, feeds, start, count);
-      const auto t0 = Clock::now();
-      measured_run(engine);
-      const double took = ms_since(t0);
-      if (report.pass_ms.empty()) report.first_run_ms = took;
-      report.pass_ms.push_back(took);
-      std::vector<TensorView> views;
-      for (std::size_t i = 0; i < names.size(); ++i) views.push_back(engine.output(i));
-      files.append(names, views, count);
-    }
-    files.commit(names, report);
-    return;
-  }
-  OutputFiles files(out_dir, names.size());
+// The pass in chunks of `batch` samples, each run timed; `collect(count)` takes the chunk's outputs.
+template <typename Collect>
+void run_chunks(LiteEngine& engine, const std::vector<Feed>& feeds, std::int64_t samples, int batch,
+                RunReport& report, Collect collect) {
   for (std::int64_t start = 0; start < samples; start += batch) {
     const std::int64_t count = std::min<std::int64_t>(batch, samples - start);
     feed_chunk(engine, feeds, start, count);
@@ -374,8 +357,27 @@ void run_pass(LiteEngine& engine, const std::vector<Feed>& feeds, std::int64_t s
     const double took = ms_since(t0);
     if (report.pass_ms.empty()) report.first_run_ms = took;
     report.pass_ms.push_back(took);
-    for (std::size_t i = 0; i < names.size(); ++i) files.append(i, names[i], engine.output(i), count, samples, report);
+    collect(count);
   }
+}
+
+void run_pass(LiteEngine& engine, const std::vector<Feed>& feeds, std::int64_t samples, int batch, bool rows,
+              const std::string& out_dir, RunReport& report) {
+  const auto& names = engine.output_names();
+  if (rows) {
+    RowFiles files(out_dir, names.size());
+    run_chunks(engine, feeds, samples, batch, report, [&](std::int64_t count) {
+      std::vector<TensorView> views;
+      for (std::size_t i = 0; i < names.size(); ++i) views.push_back(engine.output(i));
+      files.append(names, views, count);
+    });
+    files.commit(names, report);
+    return;
+  }
+  OutputFiles files(out_dir, names.size());
+  run_chunks(engine, feeds, samples, batch, report, [&](std::int64_t count) {
+    for (std::size_t i = 0; i < names.size(); ++i) files.append(i, names[i], engine.output(i), count, samples, report);
+  });
   files.commit();
 }
 
