@@ -193,14 +193,7 @@ class ThreadExecutor(Executor):
         return self._pool.submit(task.fn, *task.args)
 
     def _wait(self, handles: list) -> list:
-        done, _ = futures.wait(handles, return_when=futures.FIRST_COMPLETED)
-        out = []
-        for future in done:
-            try:
-                out.append((future, future.result(), None))
-            except Exception as error:
-                out.append((future, None, error))
-        return out
+        return _first_done(handles, lambda error: error)
 
     def _cancel(self, handles: list) -> None:
         for future in handles:       # a running thread cannot be stopped; its child ends with its timeout
@@ -210,6 +203,19 @@ class ThreadExecutor(Executor):
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+
+
+def _first_done(handles: list, translate: Callable[[Exception], Exception]) -> list:
+    """(future, value, error) for the futures that finished first; `translate` maps a raised error (e.g. a broken
+    pool to WorkerLost)."""
+    done, _ = futures.wait(handles, return_when=futures.FIRST_COMPLETED)
+    out = []
+    for future in done:
+        try:
+            out.append((future, future.result(), None))
+        except Exception as error:
+            out.append((future, None, translate(error)))
+    return out
 
 
 # ---------------------------------------------------------------- local process pool
@@ -287,17 +293,13 @@ class PoolExecutor(Executor):
             return self._ensure().submit(task.fn, *task.args)
 
     def _wait(self, handles: list) -> list:
-        done, _ = futures.wait(handles, return_when=futures.FIRST_COMPLETED)
-        out = []
-        for future in done:
-            try:
-                out.append((future, future.result(), None))
-            except futures.process.BrokenProcessPool as error:
-                self._discard()
-                out.append((future, None, WorkerLost(f"a pool worker process died ({error})")))
-            except Exception as error:
-                out.append((future, None, error))
-        return out
+        def lost(error: Exception) -> Exception:
+            if not isinstance(error, futures.process.BrokenProcessPool):
+                return error
+            self._discard()
+            return WorkerLost(f"a pool worker process died ({error})")
+
+        return _first_done(handles, lost)
 
     def _discard(self) -> None:
         if self._pool is not None:

@@ -40,17 +40,22 @@ def bundle(tmp_path_factory, cli):
 @pytest.fixture(scope="module")
 def paddle_map(bundle):
     """mAP of the in-graph-NMS model as Paddle's dynamic graph runs it (multiclass_nms3's rows) on the same scenes."""
+    return source_map(with_nms.create, json.loads((bundle / "task.json").read_text())["options"])
+
+
+def source_map(factory, options: dict) -> dict:
+    """The source framework's metrics: `factory`'s model with the example's weights in Paddle's dynamic graph, its
+    own NMS rows scored with task options `options` on the first SAMPLES evaluation scenes."""
     import paddle
 
     paddle.disable_static()
-    model = with_nms.create()
+    model = factory()
     model.set_state_dict(paddle.load(str(EXAMPLE / "detector.pdparams")))
     model.eval()
     x, truth = example_truth.evaluation_set(EXAMPLE / "data" / "eval", train.spec())
     with paddle.no_grad():
         rows, counts = model(paddle.to_tensor(x[:SAMPLES]))
-    task = make_task("detection", json.loads((bundle / "task.json").read_text())["options"])
-    return task.evaluate_detections(nms_rows(rows.numpy(), counts.numpy()), truth[:SAMPLES])
+    return make_task("detection", options).evaluate_detections(nms_rows(rows.numpy(), counts.numpy()), truth[:SAMPLES])
 
 
 def test_the_nms_op_is_kept_when_lite_runs_it_on_arm_and_the_manifest_says_so(bundle):
@@ -142,8 +147,6 @@ def test_the_cut_override_cuts_the_op_for_the_bundles_nms(tmp_path, cli, paddle_
 def test_a_matrix_nms_graph_is_cut_for_the_bundles_matrix_nms(tmp_path, cli):
     """matrix_nms (PP-YOLOv2's decayed scores): cut as well, task.json then runs the same matrix NMS (FP32, no tier C:
     the decision and the cut are what differ from multiclass_nms3)."""
-    import paddle
-
     text = (EXAMPLE / "with_nms.toml").read_text(encoding="utf-8").replace("with_nms:create", "with_nms:create_matrix")
     for key in ("weights = \"", "calibration = \"", "evaluation = \"", "labels = \""):
         text = text.replace(key, key + str(EXAMPLE) + "/")
@@ -158,14 +161,7 @@ def test_a_matrix_nms_graph_is_cut_for_the_bundles_matrix_nms(tmp_path, cli):
     assert nms["cut"]["judged_by"] == "rows" and nms["cut"]["match_percent"] == 100.0   # measured 1029 of 1029 rows
     task = json.loads((bundle / "task.json").read_text())["options"]
     assert task["nms"] == "matrix" and task["post_threshold"] == 0.05 and "nms_iou" not in task
-    paddle.disable_static()
-    model = with_nms.create_matrix()
-    model.set_state_dict(paddle.load(str(EXAMPLE / "detector.pdparams")))
-    model.eval()
-    x, truth = example_truth.evaluation_set(EXAMPLE / "data" / "eval", train.spec())
-    with paddle.no_grad():
-        rows, counts = model(paddle.to_tensor(x[:SAMPLES]))
-    source = make_task("detection", task).evaluate_detections(nms_rows(rows.numpy(), counts.numpy()), truth[:SAMPLES])
+    source = source_map(with_nms.create_matrix, task)
     metrics = m["parity"]["metrics"]
     assert abs(metrics["fp32 reference"]["map50"] - source["map50"]) <= SAME_BOXES          # measured 67.85 both
     assert metrics["x86 twin .nb"]["map50"] == metrics["fp32 reference"]["map50"]
