@@ -53,6 +53,12 @@ def _fast_tier_starts_no_process(request, monkeypatch):
     import numpy.testing  # noqa: F401  (its first import runs lscpu: a library's probe, not a tool the test starts)
 
     platform.platform()   # caches uname -p the same way
+    try:                  # matplotlib's first font lookup runs fc-list to build its cache: a library's probe too
+        from matplotlib import font_manager
+
+        font_manager.fontManager  # noqa: B018
+    except ImportError:
+        pass
 
     def refuse(*args, **kwargs):
         raise AssertionError(f"{request.node.nodeid} started a process in the fast tier: mark it e2e or native")

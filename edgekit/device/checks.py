@@ -121,3 +121,10 @@ def count_check(verdict, updating: bool) -> CheckResult:
         return CheckResult("instruction count", "failed", f"count regression: {verdict.reason}", **figures)
     status = "passed" if verdict.kind in ("ok", "fewer") else "skipped"
     return CheckResult("instruction count", status, f"{verdict.kind}: {verdict.reason}", **figures)
+
+
+def golden_detections(p: Prepared, outputs: Sequence[Sequence[np.ndarray]]) -> tuple[dict, CheckResult]:
+    """Detection bundles: the device's golden detections vs the golden reference's (`detections.check`)."""
+    from . import detections
+
+    return detections.check(p.task, p.reference, outputs, (p.tolerances or {}).get("detections"))

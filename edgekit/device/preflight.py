@@ -58,6 +58,7 @@ class Prepared:
     evaluation: object | None = None           # edgekit.evalset.EvalSet (subset), with --eval
     eval_source: str | None = None
     rows: bool = False                         # an NMS op kept in the graph: rows + a count per sample (--rows)
+    task: object | None = None                 # the bundle's detection task (task.json): the golden detections check
 
     @property
     def key(self) -> str:
@@ -136,7 +137,19 @@ def prepare(index: int, path: Path, runtimes: dict[str, Runtime], lite_arm: Path
     return Prepared(index, info, None, "ready", bundle.nb_file, abi,
                     {i["name"]: path / i["file"] for i in golden["inputs"]}, tuple(reference), tuple(names),
                     golden["tolerances"], expect, evaluation, str(eval_data) if eval_data else None,
-                    bool((m["model"].get("nms") or {}).get("kept")))
+                    bool((m["model"].get("nms") or {}).get("kept")), _detection_task(path))
+
+
+def _detection_task(path: Path):
+    """The bundle's task.json task when it is a detection (what `checks.golden_detections` post-processes with)."""
+    from ..contracts import TaskFile
+
+    try:
+        task_file = TaskFile.read(path)
+        task = task_file.task() if task_file is not None else None
+    except EdgekitError:
+        return None
+    return task if hasattr(task, "match_outputs") else None
 
 
 def load_eval(path: Path, manifest: Mapping, data: Path, count: int):

@@ -276,6 +276,9 @@ def _cell(cfg: SuiteConfig, session: DeviceSession, p: Prepared, entry: Mapping 
     figures, golden = checks.golden(p, outputs, session.spec.id)
     digests = [launch["output_sha256"] for launch in launches]
     done += golden + [checks.determinism(digests)]
+    if p.task is not None:
+        figures["detections"], found = checks.golden_detections(p, outputs)
+        done.append(found)
     status, message = baseline_mod.outputs_changed(p.info["nb_sha256"], digests[0], entry)
     done.append(CheckResult("outputs vs baseline", status, message))
     if evaluation is not None:
