@@ -53,12 +53,7 @@ def _fast_tier_starts_no_process(request, monkeypatch):
     import numpy.testing  # noqa: F401  (its first import runs lscpu: a library's probe, not a tool the test starts)
 
     platform.platform()   # caches uname -p the same way
-    try:                  # matplotlib's first font lookup runs fc-list to build its cache: a library's probe too
-        from matplotlib import font_manager
-
-        font_manager.fontManager  # noqa: B018
-    except ImportError:
-        pass
+    import matplotlib.font_manager  # noqa: F401  (its import builds the font cache with fc-list: a library's probe too)
 
     def refuse(*args, **kwargs):
         raise AssertionError(f"{request.node.nodeid} started a process in the fast tier: mark it e2e or native")

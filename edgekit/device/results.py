@@ -61,6 +61,7 @@ class CellResult:
     seconds: float = 0.0
     baseline_updated: bool = False
     instruction_counts: dict | None = None  # qemu devices: the counts, their verdict and the baseline's (edgekit/costs.py)
+    detections: dict | None = None         # detection bundles: the golden detections' figures (device/detections.py)
 
     @property
     def name(self) -> str:
