@@ -178,8 +178,9 @@ def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, dict]:
                    agreement_with_b=_agreement(rec, subset, picks, outputs),
                    instruction_counts=_instruction_counts(cfg, emulator, rec.device.nb_file, subset,
                                                           tiers.holds_nms(rec.static)))
-    if cfg.precision is not Precision.fp32 and hasattr(subset.task, "match_outputs"):
-        summary["detections"] = subset.task.match_outputs(reference, outputs)   # sets the golden self-test's floors
+    key = getattr(subset.task, "golden_key", None)     # detections matched / class maps compared per image
+    if cfg.precision is not Precision.fp32 and key:
+        summary[key] = subset.task.match_outputs(reference, outputs)   # sets the golden floors (stages._golden_floors)
     notes = [] if count == len(evaluation) else [f"tier C ran {count} of {len(evaluation)} evaluation samples "
                                                  "([emulation] max_samples); its FP32 figure is on the same subset"]
     if metrics is not None and count != len(evaluation):

@@ -417,8 +417,8 @@ def write_bundle(rec: StageView) -> StageView:
     reference = StaticRunner(rec.static)
     ref_golden = reference.run(golden_in.inputs)
     tolerances = tiers.golden_tolerances(cfg, report, ref_golden)
-    if (detections := _golden_detections(rec)) is not None:
-        tolerances["detections"] = detections
+    if (floors := _golden_floors(rec)) is not None:
+        tolerances[floors[0]] = floors[1]          # "detections" (matched boxes) or "masks" (pixel agreement)
     golden = bundle_mod.write_golden(staging / "golden", golden_in.inputs, ref_golden, rec.static.fetches,
                                      tolerances, golden_in.labels)
     images = _golden_images(cfg, evaluation, golden_in)
@@ -444,20 +444,21 @@ def write_bundle(rec: StageView) -> StageView:
 
 # ---------------------------------------------------------------- helpers
 
-def _golden_detections(rec: StageView) -> dict | None:
-    """Reduced-precision detection bundles: the floors of the self-test's matching of golden detections, from
-    tier C (tier B's simulation when tier C did not run); None otherwise (FP32 results are compared in order)."""
-    from .tasks.detection import golden_tolerance
-
+def _golden_floors(rec: StageView) -> tuple[str, dict] | None:
+    """Reduced-precision detection and segmentation bundles: the floors the golden detections (matched by class and
+    IoU) or class maps (pixel agreement) must meet against the FP32 reference's on a device, keyed by the task's
+    `golden_key`; from tier C (tier B's simulation when tier C did not run). None otherwise (FP32 results must be
+    the reference's: boxes in order within 1 px, every mask pixel)."""
     task = rec.evaluation.task
-    if rec.cfg.precision is Precision.fp32 or not hasattr(task, "match_outputs"):
+    key = getattr(task, "golden_key", None)
+    if rec.cfg.precision is Precision.fp32 or key is None:
         return None
-    measured = (rec.emulation or {}).get("detections")
+    measured = (rec.emulation or {}).get(key)
     if measured is not None:
-        return golden_tolerance(measured, "C", task.f1_threshold)
+        return key, task.golden_tolerance(measured, "C")
     if rec.simulated is None or rec.reference is None:
         return None
-    return golden_tolerance(task.match_outputs(rec.reference, rec.simulated), "B", task.f1_threshold)
+    return key, task.golden_tolerance(task.match_outputs(rec.reference, rec.simulated), "B")
 
 
 def _golden_images(cfg: BuildConfig, evaluation, golden_in) -> list[Path]:

@@ -123,8 +123,13 @@ def count_check(verdict, updating: bool) -> CheckResult:
     return CheckResult("instruction count", status, f"{verdict.kind}: {verdict.reason}", **figures)
 
 
-def golden_detections(p: Prepared, outputs: Sequence[Sequence[np.ndarray]]) -> tuple[dict, CheckResult]:
-    """Detection bundles: the device's golden detections vs the golden reference's (`detections.check`)."""
-    from . import detections
+def golden_matching(p: Prepared, outputs: Sequence[Sequence[np.ndarray]]) -> tuple[str, dict, CheckResult]:
+    """Detection and segmentation bundles: the device's golden outputs judged in the task's terms against the golden
+    reference's (`detections.check`: boxes per image; `masks.check`: class maps pixel by pixel), with the key of
+    their figures in the cell ("detections" or "masks")."""
+    from . import detections, masks
 
-    return detections.check(p.task, p.reference, outputs, (p.tolerances or {}).get("detections"))
+    key = p.task.golden_key
+    judge = detections.check if key == "detections" else masks.check
+    figures, found = judge(p.task, p.reference, outputs, (p.tolerances or {}).get(key))
+    return key, figures, found

@@ -58,7 +58,7 @@ class Prepared:
     evaluation: object | None = None           # edgekit.evalset.EvalSet (subset), with --eval
     eval_source: str | None = None
     rows: bool = False                         # an NMS op kept in the graph: rows + a count per sample (--rows)
-    task: object | None = None                 # the bundle's detection task (task.json): the golden detections check
+    task: object | None = None                 # a detection/segmentation task (task.json): golden detections / masks
 
     @property
     def key(self) -> str:
@@ -137,11 +137,12 @@ def prepare(index: int, path: Path, runtimes: dict[str, Runtime], lite_arm: Path
     return Prepared(index, info, None, "ready", bundle.nb_file, abi,
                     {i["name"]: path / i["file"] for i in golden["inputs"]}, tuple(reference), tuple(names),
                     golden["tolerances"], expect, evaluation, str(eval_data) if eval_data else None,
-                    bool((m["model"].get("nms") or {}).get("kept")), _detection_task(path))
+                    bool((m["model"].get("nms") or {}).get("kept")), _golden_task(path))
 
 
-def _detection_task(path: Path):
-    """The bundle's task.json task when it is a detection (what `checks.golden_detections` post-processes with)."""
+def _golden_task(path: Path):
+    """The bundle's task.json task when its golden outputs are judged in its own terms (`golden_key`: detection's
+    matched boxes, segmentation's class maps), which `checks.golden_matching` post-processes with."""
     from ..contracts import TaskFile
 
     try:
@@ -149,7 +150,7 @@ def _detection_task(path: Path):
         task = task_file.task() if task_file is not None else None
     except EdgekitError:
         return None
-    return task if hasattr(task, "match_outputs") else None
+    return task if getattr(task, "golden_key", None) else None
 
 
 def load_eval(path: Path, manifest: Mapping, data: Path, count: int):

@@ -62,6 +62,7 @@ class CellResult:
     baseline_updated: bool = False
     instruction_counts: dict | None = None  # qemu devices: the counts, their verdict and the baseline's (edgekit/costs.py)
     detections: dict | None = None         # detection bundles: the golden detections' figures (device/detections.py)
+    masks: dict | None = None              # segmentation bundles: the golden class maps' figures (device/masks.py)
 
     @property
     def name(self) -> str:

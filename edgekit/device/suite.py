@@ -276,9 +276,10 @@ def _cell(cfg: SuiteConfig, session: DeviceSession, p: Prepared, entry: Mapping 
     figures, golden = checks.golden(p, outputs, session.spec.id)
     digests = [launch["output_sha256"] for launch in launches]
     done += golden + [checks.determinism(digests)]
-    detections = None
+    matched = {}                               # {"detections" | "masks": figures}
     if p.task is not None:
-        detections, found = checks.golden_detections(p, outputs)
+        key, figures_of_task, found = checks.golden_matching(p, outputs)
+        matched[key] = figures_of_task
         done.append(found)
     status, message = baseline_mod.outputs_changed(p.info["nb_sha256"], digests[0], entry)
     done.append(CheckResult("outputs vs baseline", status, message))
@@ -293,7 +294,7 @@ def _cell(cfg: SuiteConfig, session: DeviceSession, p: Prepared, entry: Mapping 
     return CellResult(p.info, _device_info(session.spec, session.facts), tuple(done), None, tuple(launches),
                       checks.latency(launches, first, rerun, verdict, entry), figures, evaluation, digests[0],
                       max(launch["record"].get("peak_rss_kb") or 0 for launch in launches), time.monotonic() - start,
-                      instruction_counts=counts, detections=detections)
+                      instruction_counts=counts, **matched)
 
 
 def _count(cfg: SuiteConfig, session: DeviceSession, p: Prepared) -> dict:

@@ -276,6 +276,7 @@ class Detection(Task):
 
     kind = TaskKind.detection
     primary = "map50"
+    golden_key = "detections"     # golden.json tolerances / tier C summary key of the golden detections' matching
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "Detection":
@@ -473,6 +474,9 @@ class Detection(Task):
         """`match_summary` of every image's detections in `outputs` against the FP32 `reference`'s."""
         return match_summary([match_detections(want, got, self.f1_threshold)
                               for want, got in zip(self.postprocess(reference), self.postprocess(outputs))])
+
+    def golden_tolerance(self, measured: Mapping, tier: str) -> dict:
+        return golden_tolerance(measured, tier, self.f1_threshold)
 
     def _classes(self, truth: Sequence[dict], found: Sequence[Detections]) -> int:
         if self.num_classes:

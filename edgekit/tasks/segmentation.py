@@ -21,6 +21,7 @@ counted over the whole set) and pixel accuracy, in percent.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -32,6 +33,7 @@ from edgekit.errors import ConfigError, DataError
 from .base import Task, TaskKind, check_count, check_options, number_option, percent
 
 ACTIVATIONS = ("sigmoid", "none")
+GOLDEN_MARGIN = 1.0        # the golden pixel-agreement floor: the worst image measured at build time, less this (points)
 
 
 def encode_rle(mask: np.ndarray) -> dict:
@@ -80,6 +82,40 @@ def to_image(mask: np.ndarray, spec, height: int, width: int) -> np.ndarray:
     return resize_nearest(part, height, width)
 
 
+def compare_masks(expected: np.ndarray, got: np.ndarray) -> dict:
+    """One image's class map against the reference's (same resolution): the pixels that differ, the agreement and the
+    mean IoU of the two maps over the classes either holds, in percent."""
+    pixels = int(expected.size)
+    if expected.shape != got.shape:
+        return {"pixels": pixels, "differing": pixels, "agreement": 0.0, "miou": 0.0,
+                "shapes": [list(expected.shape), list(got.shape)]}
+    differing = int(np.count_nonzero(expected != got))
+    ious = [np.count_nonzero((expected == c) & (got == c)) / np.count_nonzero((expected == c) | (got == c))
+            for c in np.union1d(np.unique(expected), np.unique(got))]
+    return {"pixels": pixels, "differing": differing,
+            "agreement": percent(1.0 - differing / pixels) if pixels else 100.0,
+            "miou": percent(np.mean(ious)) if ious else 100.0}
+
+
+def mask_summary(per_image: Sequence[Mapping]) -> dict:
+    """The worst image's agreement and mask IoU, and the pooled agreement, of `compare_masks` results."""
+    pixels = sum(m["pixels"] for m in per_image)
+    differing = sum(m["differing"] for m in per_image)
+    return {"images": len(per_image), "pixels": pixels, "differing": differing,
+            "agreement": percent(1.0 - differing / pixels) if pixels else 100.0,
+            "min_agreement": min((m["agreement"] for m in per_image), default=100.0),
+            "min_miou": min((m["miou"] for m in per_image), default=100.0)}
+
+
+def golden_tolerance(measured: Mapping, tier: str) -> dict:
+    """golden.json's `tolerances.masks`: the pixel agreement a device's golden class maps must reach against the FP32
+    reference's, from the worst image `measured` (a `mask_summary`) at build time, less GOLDEN_MARGIN points."""
+    floor = max(0.0, math.floor(round((float(measured["min_agreement"]) - GOLDEN_MARGIN) * 100, 6)) / 100)
+    return {"min_agreement": floor, "measured": dict(measured, tier=tier),
+            "basis": f"class maps vs the fp32 reference's, pixel by pixel: the worst image of tier {tier} on "
+                     f"{measured['images']} evaluation images, less {GOLDEN_MARGIN:g} points"}
+
+
 def masks_truth(paths: Sequence[Path]) -> list[dict]:
     """Mask PNGs (8-bit, one channel; pixel value = class index) as truth entries, in the order given; each read by
     `edgekit.data.decode_image`, which checks the header against the image limits before decoding."""
@@ -125,6 +161,7 @@ class Segmentation(Task):
 
     kind = TaskKind.segmentation
     primary = "miou"
+    golden_key = "masks"      # golden.json tolerances / tier C summary key of the golden class maps' agreement
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "Segmentation":
@@ -165,6 +202,14 @@ class Segmentation(Task):
                 scores = np.float32(1.0) / (np.float32(1.0) + np.exp(-scores))
             return [(m > np.float32(self.threshold)).astype(np.uint8) for m in scores]
         return [m.astype(np.uint8) for m in out.argmax(axis=1)]
+
+    def match_outputs(self, reference: Sequence[np.ndarray], outputs: Sequence[np.ndarray]) -> dict:
+        """`mask_summary` of every image's class map in `outputs` against the FP32 `reference`'s."""
+        return mask_summary([compare_masks(want, got) for want, got in
+                             zip(self.class_maps(reference), self.class_maps(outputs))])
+
+    def golden_tolerance(self, measured: Mapping, tier: str) -> dict:
+        return golden_tolerance(measured, tier)
 
     @property
     def classes(self) -> int:

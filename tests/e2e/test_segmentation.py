@@ -50,3 +50,20 @@ def test_run_maps_classes_onto_the_image(bundle, cli):
     assert mask.shape == scene.mask.shape and found["size"] == list(scene.mask.shape)
     assert (mask == scene.mask).mean() >= 0.9
     assert set(found["classes"]) <= set(train.LABELS) and abs(sum(found["classes"].values()) - 100.0) < 0.01
+
+
+def test_the_device_suite_compares_the_golden_class_maps_pixel_by_pixel(bundle, cli, lite_arm, tmp_path):
+    """The INT8 bundle on the qemu device: its golden score maps become class maps on the host (task.json) and each
+    image must agree with the reference's map on at least golden.json's `tolerances.masks.min_agreement` of its
+    pixels, the floor the build measured on tier C's worst image less 1 point."""
+    floors = manifest(bundle)["golden"]["tolerances"]["masks"]
+    assert floors["measured"]["tier"] == "C" and 0 < floors["min_agreement"] <= floors["measured"]["min_agreement"] - 1
+    cli("device", "test", bundle, "--device", "qemu", "--lite-arm", lite_arm, "--launches", "1", "--warmup", "0",
+        "--iterations", "2", "--json", tmp_path / "device.json", "--quiet")
+    (cell,) = json.loads((tmp_path / "device.json").read_text())["runs"]
+    (found,) = [c for c in cell["checks"] if c["name"] == "golden masks"]
+    assert cell["status"] == "passed" and found["status"] == "passed", cell
+    figures = cell["masks"]
+    assert figures["mode"] == "agreement" and figures["images"] == manifest(bundle)["golden"]["count"]
+    assert figures["min_agreement"] >= floors["min_agreement"] and figures["pixels"] > 0
+    print(found["message"], floors["min_agreement"], floors["measured"])

@@ -23,6 +23,7 @@ import pytest
 from edgekit.lite import native
 from edgekit.predict import BundleModel, read_image
 from edgekit.tasks.detection import match_detections
+from edgekit.tasks.segmentation import decode_rle, encode_rle
 
 pytestmark = pytest.mark.e2e
 EXAMPLES = native.NATIVE_DIR.parent / "edgekit" / "examples"
@@ -232,6 +233,41 @@ def test_int8_selftest_gates_matched_detections(camera_demo, int8_detector, tmp_
     report = json.loads(done.stdout)
     cases = report["models"][0]["images"]["cases"]
     assert not report["ok"] and not cases[0]["ok"] and cases[0]["results"]["matching"]["recall"] == 0.0
+    assert all(c["ok"] for c in cases[1:])
+
+
+def test_int8_selftest_gates_the_masks_pixel_agreement(camera_demo, tmp_path_factory, edgekit_cli):
+    """INT8 segmenter: each golden image's mask must equal the FP32 reference's on at least golden.json's
+    `tolerances.masks.min_agreement` of its pixels (tier C's worst image less 1 point); a golden mask with a block
+    of image 0 relabelled fails that image only."""
+    camera_demo("aarch64")
+    bundle, _ = _build(edgekit_cli, tmp_path_factory.mktemp("seg-int8"), "segmenter", "int8", emulate=True)
+    floor = json.loads((bundle / "golden" / "golden.json").read_text())["tolerances"]["masks"]["min_agreement"]
+    done, _ = run_demo(camera_demo, "--assets", bundle, "--selftest")
+    report = json.loads(done.stdout)
+    (model,) = report["models"]
+    assert report["ok"] and model["precision"] == "int8" and model["images"]["count"] == 8
+    agreements = []
+    for case in model["images"]["cases"]:
+        mask = case["results"]["mask"]
+        assert case["ok"] and case["results"]["gated"] and mask["ok"] and mask["min_agreement"] == floor, mask
+        assert mask["agreement"] == pytest.approx(100.0 * (1 - mask["differing"] / mask["pixels"]), abs=1e-9)
+        agreements.append(mask["agreement"])
+    print(f"aarch64 segmenter int8 selftest: 8/8 golden images pass, worst agreement {min(agreements):.2f} % "
+          f"(floor {floor} %)")
+
+    tampered = tmp_path_factory.mktemp("seg-int8-tampered") / "bundle"
+    shutil.copytree(bundle, tampered)
+    edited = json.loads((tampered / "golden" / "golden.json").read_text())
+    first = decode_rle(edited["images"]["results"][0])
+    first[: first.shape[0] // 3] = (first[: first.shape[0] // 3] + 1) % 2      # a third of image 0 relabelled
+    edited["images"]["results"][0].update(encode_rle(first))
+    (tampered / "golden" / "golden.json").write_text(json.dumps(edited))
+    _reseal(tampered, "golden/golden.json")
+    done, _ = run_demo(camera_demo, "--assets", tampered, "--selftest", ok=False)
+    assert done.returncode != 0, done.stderr[-2000:]
+    cases = json.loads(done.stdout)["models"][0]["images"]["cases"]
+    assert not cases[0]["ok"] and cases[0]["results"]["mask"]["agreement"] < floor
     assert all(c["ok"] for c in cases[1:])
 
 

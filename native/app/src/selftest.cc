@@ -218,7 +218,8 @@ std::vector<const Json*> detections_of(const Json& list, double score_threshold)
 }
 
 Json vision_results(const VisionTask& task, const Json& expected, const Json& got, double tolerance, bool gated,
-                    const MatchTolerance& match) {
+                    const Tolerances& tolerances) {
+  const MatchTolerance& match = tolerances.detections;
   Json r = Json::object();
   r.set("expected", expected);
   r.set("got", got);
@@ -253,8 +254,24 @@ Json vision_results(const VisionTask& task, const Json& expected, const Json& go
       return r;
     }
   } else {
-    const Json m = compare_masks(expected, got);
+    Json m = compare_masks(expected, got);
     same = m.at("differing").as_int() == 0;
+    if (!gated && tolerances.masks.present) {
+      // reduced precision: the share of pixels equal to the FP32 mask's, within the bundle's floor
+      const double pixels = static_cast<double>(m.at("pixels").as_int());
+      const double agreement = pixels > 0 ? 100.0 * (1.0 - static_cast<double>(m.at("differing").as_int()) / pixels) : 100.0;
+      const bool agree_ok = agreement >= tolerances.masks.min_agreement;
+      m.set("agreement", agreement);
+      m.set("min_agreement", tolerances.masks.min_agreement);
+      m.set("ok", agree_ok);
+      r.set("mask", m);
+      r.set("same_decision", same);
+      r.set("same_scores", same);
+      r.set("score_tolerance", tolerance);
+      r.set("gated", true);
+      r.set("ok", agree_ok);
+      return r;
+    }
     r.set("mask", m);
   }
   r.set("same_decision", same);  // classes and boxes, or mask pixels
@@ -265,30 +282,46 @@ Json vision_results(const VisionTask& task, const Json& expected, const Json& go
   return r;
 }
 
-double number_in(const Json& object, const char* key, double fallback) {
+double number_in(const Json& object, const char* group, const char* key, double fallback) {
   const Json* v = object.find(key);
   if (!v) return fallback;
   if (!v->is_number() || !std::isfinite(v->as_number())) {
-    throw Error(ExitCode::input, std::string("golden.json's tolerances.detections.") + key + " is " + v->dump() +
+    throw Error(ExitCode::input, std::string("golden.json's tolerances.") + group + "." + key + " is " + v->dump() +
                                      ", not a number",
                 "rebuild the bundle with `edgekit build`");
   }
   return v->as_number();
 }
 
-MatchTolerance match_tolerance(const Json& t) {
-  MatchTolerance m;
-  const Json* d = t.find("detections");
-  if (!d || d->is_null()) return m;
+// golden.json's tolerances.<group>: absent or null, else an object (an error names anything else)
+const Json* tolerance_group(const Json& t, const char* group) {
+  const Json* d = t.find(group);
+  if (!d || d->is_null()) return nullptr;
   if (!d->is_object()) {
-    throw Error(ExitCode::input, "golden.json's tolerances.detections is " + d->dump() + ", not an object",
+    throw Error(ExitCode::input, std::string("golden.json's tolerances.") + group + " is " + d->dump() + ", not an object",
                 "rebuild the bundle with `edgekit build`");
   }
+  return d;
+}
+
+MaskTolerance mask_tolerance(const Json& t) {
+  MaskTolerance m;
+  const Json* d = tolerance_group(t, "masks");
+  if (!d) return m;
   m.present = true;
-  m.min_iou = number_in(*d, "min_iou", m.min_iou);
-  m.score_threshold = number_in(*d, "score_threshold", m.score_threshold);
-  m.min_recall = number_in(*d, "min_recall", m.min_recall);
-  m.min_precision = number_in(*d, "min_precision", m.min_precision);
+  m.min_agreement = number_in(*d, "masks", "min_agreement", m.min_agreement);
+  return m;
+}
+
+MatchTolerance match_tolerance(const Json& t) {
+  MatchTolerance m;
+  const Json* d = tolerance_group(t, "detections");
+  if (!d) return m;
+  m.present = true;
+  m.min_iou = number_in(*d, "detections", "min_iou", m.min_iou);
+  m.score_threshold = number_in(*d, "detections", "score_threshold", m.score_threshold);
+  m.min_recall = number_in(*d, "detections", "min_recall", m.min_recall);
+  m.min_precision = number_in(*d, "detections", "min_precision", m.min_precision);
   return m;
 }
 
@@ -365,6 +398,7 @@ GoldenSet::GoldenSet(const ModelAssets& model) : assets_(model), precision_(mode
     if (const Json* c = t->find("min_cosine"); c && c->is_number()) tolerances_.min_cosine = c->as_number();
     if (const Json* a = t->find("max_abs"); a && a->is_number()) tolerances_.max_abs = a->as_number();
     tolerances_.detections = match_tolerance(*t);
+    tolerances_.masks = mask_tolerance(*t);
   }
   if (const Json* images = golden_.find("images"); images && images->is_object()) {
     for (const Json& f : images->at("files").items()) image_files_.push_back(golden_path(assets_, f));
@@ -502,7 +536,7 @@ Json GoldenSet::check_image(Model& model, std::size_t index, const ImageView& im
   if (results && results->is_array() && index < results->size() && model.vision()) {
     r = vision_results(*model.vision(), results->at(index), model.postprocess(outputs).at(0),
                        tolerances_.max_abs < 0 ? 1e-6 : std::max(1e-6, tolerances_.max_abs), gate_results,
-                       tolerances_.detections);
+                       tolerances_);
   } else if (results && results->is_array() && index < results->size()) {
     const Json got = model.postprocess(outputs.at(0)).at(0);
     const double tolerance = tolerances_.max_abs < 0 ? 1e-6 : std::max(1e-6, tolerances_.max_abs);

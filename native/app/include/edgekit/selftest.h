@@ -36,10 +36,18 @@ struct MatchTolerance {
   double min_precision = 1;
 };
 
+// golden.json's tolerances.masks (edgekit.tasks.segmentation.golden_tolerance): the share of a
+// golden image's mask pixels, in percent, that must equal the FP32 reference's.
+struct MaskTolerance {
+  bool present = false;
+  double min_agreement = 100;
+};
+
 struct Tolerances {
   double min_cosine = 0.9999;
   double max_abs = -1;  // < 0: not gated (reduced precisions)
   MatchTolerance detections;
+  MaskTolerance masks;
 };
 
 // One image's detections ([{"box", "class", "score"}]) matched to the FP32 golden ones, as
