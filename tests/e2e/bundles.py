@@ -41,16 +41,25 @@ def run_paddle3(*args: str, env: dict | None = None, timeout: float = 600) -> No
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def build_example_int8(cli, folder: Path, example: Path, name: str, samples: int, toml: str = "edgekit.toml") -> Path:
-    """An example's own edgekit.toml (or `toml` beside it) built to arm64 INT8 on `samples` evaluation samples (tier C
-    with an ARM runtime): its relative paths made absolute, `[parity] max_samples` added."""
+def example_config(folder: Path, example: Path, samples: int | None = None, toml: str = "edgekit.toml",
+                   edit=None) -> Path:
+    """`folder`/edgekit.toml: an example's own `toml` with its relative data paths made absolute, `[parity]
+    max_samples` set to `samples` (when given) and `edit` (text -> text) applied."""
     text = (example / toml).read_text(encoding="utf-8")
     for key in ("weights = \"", "calibration = \"", "evaluation = \"", "labels = \""):
         text = text.replace(key, key + str(example) + "/")
-    text = text.replace("[parity]\n", f"[parity]\nmax_samples = {samples}\n")
-    (folder / "edgekit.toml").write_text(text, encoding="utf-8")
-    args = ["build", "-c", folder / "edgekit.toml", "--target", "arm64", "--quant", "int8", "--out", folder / "out",
-            "--quiet"]
+    if samples is not None:
+        text = text.replace("[parity]\n", f"[parity]\nmax_samples = {samples}\n")
+    config = folder / "edgekit.toml"
+    config.write_text(edit(text) if edit else text, encoding="utf-8")
+    return config
+
+
+def build_example_int8(cli, folder: Path, example: Path, name: str, samples: int, toml: str = "edgekit.toml") -> Path:
+    """An example's own edgekit.toml (or `toml` beside it) built to arm64 INT8 on `samples` evaluation samples (tier C
+    with an ARM runtime): its relative paths made absolute, `[parity] max_samples` added."""
+    args = ["build", "-c", example_config(folder, example, samples, toml), "--target", "arm64", "--quant", "int8",
+            "--out", folder / "out", "--quiet"]
     if not os.environ.get("EDGEKIT_LITE_ARM"):
         args.append("--no-emulation")
     cli(*args)

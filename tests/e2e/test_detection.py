@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bundles import build_example_int8, manifest
+from bundles import build_example_int8, example_config, manifest
 
 from edgekit.examples import detector
 from edgekit.examples.detector import train
@@ -72,12 +72,23 @@ def test_run_gives_boxes_in_image_pixels(bundle, cli):
 
 
 def test_outputs_that_do_not_fit_the_task_are_refused(tmp_path, cli):
-    text = (EXAMPLE / "edgekit.toml").read_text(encoding="utf-8")
-    for key in ("weights = \"", "calibration = \"", "evaluation = \"", "labels = \""):
-        text = text.replace(key, key + str(EXAMPLE) + "/")
-    (tmp_path / "edgekit.toml").write_text(text + "\n[task]\nstrides = [8, 16, 32]\n", encoding="utf-8")
-    result = cli("build", "-c", tmp_path / "edgekit.toml", "--target", "arm64", "--out", tmp_path / "out",
+    config = example_config(tmp_path, EXAMPLE, edit=lambda text: text + "\n[task]\nstrides = [8, 16, 32]\n")
+    result = cli("build", "-c", config, "--target", "arm64", "--out", tmp_path / "out",
                  "--no-emulation", ok=False)
     assert result.exit_code != 0
     assert "expects 6 outputs (3 class maps, then 3 box maps, for strides [8, 16, 32]), the model gives 4" in result.output
     assert not (tmp_path / "out" / "detector").exists()
+
+
+def test_the_device_suite_matches_the_decoded_heads_detections_per_golden_image(bundle, cli, lite_arm, tmp_path):
+    """The INT8 bundle on the qemu device: its golden outputs are raw heads, which the suite decodes and NMSes with
+    task.json on the host and matches to the reference's detections per image (class + IoU, tolerances.detections)."""
+    cli("device", "test", bundle, "--device", "qemu", "--lite-arm", lite_arm, "--launches", "1", "--warmup", "0",
+        "--iterations", "2", "--json", tmp_path / "device.json", "--quiet")
+    (cell,) = json.loads((tmp_path / "device.json").read_text())["runs"]
+    (found,) = [c for c in cell["checks"] if c["name"] == "golden detections"]
+    assert cell["status"] == "passed" and found["status"] == "passed", cell
+    figures = cell["detections"]
+    assert figures["mode"] == "matched" and figures["images"] == manifest(bundle)["golden"]["count"]
+    assert figures["min_recall"] >= figures["floors"]["min_recall"] and figures["expected"] > 0
+    print(found["message"])

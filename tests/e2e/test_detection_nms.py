@@ -7,14 +7,16 @@ Paddle's rows; without one tier C cannot check it and it is cut. `[model] nms = 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bundles import build_example_int8, leftovers, manifest
+from bundles import build_example_int8, example_config, leftovers, manifest
 
 from edgekit.examples import detector
 from edgekit.examples.detector import train, with_nms
@@ -128,12 +130,9 @@ def test_the_golden_rows_replay_on_model_nb_and_on_the_qemu_device(bundle, cli, 
 
 def test_the_cut_override_cuts_the_op_for_the_bundles_nms(tmp_path, cli, paddle_map):
     """[model] nms = "cut": the graph is cut before the op without probing, task.json's NMS does what it did."""
-    text = (EXAMPLE / "with_nms.toml").read_text(encoding="utf-8").replace("[model]\n", "[model]\nnms = \"cut\"\n")
-    for key in ("weights = \"", "calibration = \"", "evaluation = \"", "labels = \""):
-        text = text.replace(key, key + str(EXAMPLE) + "/")
-    (tmp_path / "edgekit.toml").write_text(text.replace("[parity]\n", f"[parity]\nmax_samples = {SAMPLES}\n"),
-                                           encoding="utf-8")
-    cli("build", "-c", tmp_path / "edgekit.toml", "--target", "arm64", "--quant", "fp32", "--out", tmp_path / "out",
+    config = example_config(tmp_path, EXAMPLE, SAMPLES, "with_nms.toml",
+                            lambda text: text.replace("[model]\n", "[model]\nnms = \"cut\"\n"))
+    cli("build", "-c", config, "--target", "arm64", "--quant", "fp32", "--out", tmp_path / "out",
         "--no-emulation", "--quiet")
     m = manifest(tmp_path / "out" / "detector-nms" / "arm64-fp32")
     nms = m["model"]["nms"]
@@ -147,15 +146,25 @@ def test_the_cut_override_cuts_the_op_for_the_bundles_nms(tmp_path, cli, paddle_
     assert abs(fp32["map50"] - paddle_map["map50"]) <= SAME_BOXES           # measured 67.10 both
 
 
+def matrix_config(folder: Path) -> Path:
+    """with_nms.toml on `create_matrix` (the graph ends in matrix_nms), SAMPLES evaluation scenes."""
+    return example_config(folder, EXAMPLE, SAMPLES, "with_nms.toml",
+                          lambda text: text.replace("with_nms:create", "with_nms:create_matrix"))
+
+
+@pytest.fixture(scope="module")
+def matrix_kept(tmp_path_factory, cli, lite_arm):
+    """The matrix_nms export built to arm64 FP32 with tier C on: Lite's ARM matrix_nms is probed, and kept."""
+    folder = tmp_path_factory.mktemp("detector-matrix")
+    cli("build", "-c", matrix_config(folder), "--target", "arm64", "--quant", "fp32", "--out", folder / "out",
+        "--lite-arm", lite_arm, "--quiet")
+    return folder / "out" / "detector-nms" / "arm64-fp32"
+
+
 def test_a_matrix_nms_graph_is_cut_for_the_bundles_matrix_nms(tmp_path, cli):
-    """matrix_nms (PP-YOLOv2's decayed scores): cut as well, task.json then runs the same matrix NMS (FP32, no tier C:
+    """matrix_nms (PP-YOLOv2's decayed scores) without tier C: cut, task.json then runs the same matrix NMS (FP32;
     the decision and the cut are what differ from multiclass_nms3)."""
-    text = (EXAMPLE / "with_nms.toml").read_text(encoding="utf-8").replace("with_nms:create", "with_nms:create_matrix")
-    for key in ("weights = \"", "calibration = \"", "evaluation = \"", "labels = \""):
-        text = text.replace(key, key + str(EXAMPLE) + "/")
-    (tmp_path / "edgekit.toml").write_text(text.replace("[parity]\n", f"[parity]\nmax_samples = {SAMPLES}\n"),
-                                           encoding="utf-8")
-    cli("build", "-c", tmp_path / "edgekit.toml", "--target", "arm64", "--quant", "fp32", "--out", tmp_path / "out",
+    cli("build", "-c", matrix_config(tmp_path), "--target", "arm64", "--quant", "fp32", "--out", tmp_path / "out",
         "--no-emulation", "--quiet")
     bundle = tmp_path / "out" / "detector-nms" / "arm64-fp32"
     m = manifest(bundle)
@@ -170,13 +179,74 @@ def test_a_matrix_nms_graph_is_cut_for_the_bundles_matrix_nms(tmp_path, cli):
     assert metrics["x86 twin .nb"]["map50"] == metrics["fp32 reference"]["map50"]
 
 
+def test_a_matrix_nms_graph_is_kept_when_tiers_a_and_c_give_paddles_rows(matrix_kept):
+    """With tier C the matrix_nms op stays in the graph: opt converts it for ARM, and the x86 twin and the ARM .nb
+    under qemu give Paddle's rows; the kept bundle's mAP is the source framework's, in tiers A and C."""
+    m = manifest(matrix_kept)
+    nms = m["model"]["nms"]
+    measured = nms["measured"]
+    assert nms["op"] == "matrix_nms" and nms["kept"] is True and "cut" not in nms
+    assert nms["reason"] == "opt converts it, tiers A and C give Paddle's rows"
+    assert measured["opt_arm"] == measured["opt_x86"] == "converted"
+    assert measured["tier_a"]["agree"] and measured["tier_c"]["agree"] and measured["tier_a"]["rows"] > 0
+    assert measured["tier_c"]["rows"] == measured["tier_a"]["rows"]          # measured 269 rows on 4 scenes
+    assert max(measured["tier_a"]["max_abs"], measured["tier_c"]["max_abs"]) <= 1e-3   # measured 3.2e-5, 6.9e-5
+    found = kernels(matrix_kept / "model.nb")
+    assert [k.precision for k in found if k.op == "matrix_nms"] == ["FP32"]
+    task = json.loads((matrix_kept / "task.json").read_text())["options"]
+    assert task["head"] == "nms" and (task["score_threshold"], task["max_detections"]) == (0.05, 100)
+    source = source_map(with_nms.create_matrix, task)
+    metrics = m["parity"]["metrics"]
+    fp32, twin, arm = (metrics[k] for k in ("fp32 reference", "x86 twin .nb", "arm64 .nb (emulated ARM)"))
+    assert source["map50"] >= 60.0                                           # measured 67.85 on 16 scenes
+    for tier in (fp32, twin, arm):
+        assert abs(tier["map50"] - source["map50"]) <= SAME_BOXES, (tier, source)
+    print({"source": source["map50"], "fp32": fp32["map50"], "twin": twin["map50"], "arm": arm["map50"]})
+
+
+def test_a_kept_matrix_bundle_passes_the_device_suite_and_a_moved_golden_box_fails_it(matrix_kept, cli, lite_arm,
+                                                                                       tmp_path):
+    """FP32 rows on the qemu device: the golden detections check compares them image by image (classes in order,
+    corners within 1 px). A golden reference whose first box was moved by 2 px (its checksum made to fit, as a
+    rebuilt bundle would have) fails that check on that image, and the cell fails."""
+    common = ["--device", "qemu", "--lite-arm", lite_arm, "--launches", "1", "--warmup", "0", "--iterations", "2",
+              "--quiet"]
+    cli("device", "test", matrix_kept, *common, "--json", tmp_path / "good.json")
+    (cell,) = json.loads((tmp_path / "good.json").read_text())["runs"]
+    (found,) = [c for c in cell["checks"] if c["name"] == "golden detections"]
+    assert cell["status"] == "passed" and found["status"] == "passed", cell
+    assert cell["detections"]["mode"] == "fp32" and cell["detections"]["max_corner_px"] <= 1.0
+    print(found["message"])
+
+    moved = tmp_path / "moved"
+    shutil.copytree(matrix_kept, moved)
+    golden = manifest(moved)["golden"]
+    rows_file = golden["outputs"][0]["file"]
+    rows = np.load(moved / rows_file)
+    rows[0, [2, 4]] += 2.0                                                   # image 0's best box, 2 px to the right
+    rewrite(moved, rows_file, rows)
+    result = cli("device", "test", moved, *common, "--json", tmp_path / "moved.json", ok=False)
+    assert result.exit_code != 0
+    (cell,) = json.loads((tmp_path / "moved.json").read_text())["runs"]
+    (found,) = [c for c in cell["checks"] if c["name"] == "golden detections"]
+    assert cell["status"] == "failed" and found["status"] == "failed", found
+    assert cell["detections"]["failed_images"] == [0] and "failing images [0]" in found["message"], found
+    assert 1.9 <= cell["detections"]["max_corner_px"] <= 2.1
+
+
+def rewrite(bundle: Path, relative: str, array: np.ndarray) -> None:
+    """Replace one file of `bundle` with `array` and list its new size and checksum in the manifest."""
+    np.save(bundle / relative, array)
+    data = (bundle / relative).read_bytes()
+    m = manifest(bundle)
+    m["files"][relative] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    (bundle / "manifest.json").write_text(json.dumps(m, indent=2, sort_keys=True), encoding="utf-8")
+
+
 def test_an_nms_graph_without_detection_truth_is_refused_in_one_line(tmp_path, cli):
-    text = (EXAMPLE / "with_nms.toml").read_text(encoding="utf-8")
-    for key in ("weights = \"", "calibration = \"", "labels = \""):
-        text = text.replace(key, key + str(EXAMPLE) + "/")
-    text = text.replace('evaluation = "data/eval"', "")      # judged on the calibration scenes, which have no truth
-    (tmp_path / "edgekit.toml").write_text(text, encoding="utf-8")
-    result = cli("build", "-c", tmp_path / "edgekit.toml", "--target", "arm64", "--quant", "fp32", "--out",
+    config = example_config(tmp_path, EXAMPLE, toml="with_nms.toml",   # judged on the calibration scenes: no truth
+                            edit=lambda text: text.replace(f'evaluation = "{EXAMPLE}/data/eval"', ""))
+    result = cli("build", "-c", config, "--target", "arm64", "--quant", "fp32", "--out",
                  tmp_path / "out", "--no-emulation", ok=False)
     assert result.exit_code != 0
     assert "the program holds multiclass_nms3, and the evaluation data has no detection truth" in result.output
