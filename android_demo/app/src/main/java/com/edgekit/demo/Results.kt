@@ -24,7 +24,7 @@ object Results {
     /** ek_run's {"model", "task", "result", ...} or ek_ocr's {"lines", ...}. */
     fun parse(json: String, imageWidth: Int, imageHeight: Int): Overlay {
         val doc = JSONObject(json)
-        if (doc.has("lines")) return Overlay(imageWidth, imageHeight, null, readingOrder(lines(doc.getJSONArray("lines"))))
+        if (doc.has("lines")) return Overlay(imageWidth, imageHeight, null, lines(doc.getJSONArray("lines")))
         val result = doc.get("result")
         return when (doc.optString("task")) {
             "classification" -> {
@@ -32,7 +32,7 @@ object Results {
                 Overlay(imageWidth, imageHeight, "${r.optString("label", r.opt("class").toString())}  " +
                     "%.3f".format(r.getDouble("score")), emptyList())
             }
-            "ocr_det" -> Overlay(imageWidth, imageHeight, null, readingOrder(boxes(result as JSONArray)))
+            "ocr_det" -> Overlay(imageWidth, imageHeight, null, boxes(result as JSONArray))
             "detection" -> Overlay(imageWidth, imageHeight, null, detections(result as JSONArray))
             "segmentation" -> (result as JSONObject).let {
                 Overlay(imageWidth, imageHeight, classShares(it.getJSONObject("classes")), emptyList(), mask(it))
@@ -50,21 +50,6 @@ object Results {
         val q = item.optJSONArray("quad") ?: return null
         if (q.length() != 4) return null
         return (0 until 4).map { val p = q.getJSONArray(it); PointF(p.getDouble(0).toFloat(), p.getDouble(1).toFloat()) }
-    }
-
-    /** PaddleOCR's sorted_boxes: by the first corner (y, then x), then neighbours less than 10 px apart in y
-     *  are put left-to-right. Boxes without a quad use their box's top-left corner. */
-    fun readingOrder(boxes: List<Box>): List<Box> {
-        fun key(b: Box) = b.quad?.get(0) ?: PointF(b.rect.left, b.rect.top)
-        val out = boxes.sortedWith(compareBy<Box>({ key(it).y }, { key(it).x })).toMutableList()
-        for (i in 0 until out.size - 1) {
-            var j = i
-            while (j >= 0) {
-                val a = key(out[j]); val b = key(out[j + 1])
-                if (Math.abs(b.y - a.y) < 10f && b.x < a.x) { val t = out[j]; out[j] = out[j + 1]; out[j + 1] = t; j-- } else break
-            }
-        }
-        return out
     }
 
     /** The class of every image pixel from "size": [h, w] and "rle": [[class, run], ...]; null when malformed. */
