@@ -303,6 +303,10 @@ class Samples:
                        None if self.labels is None else self.labels[picks],
                        tuple(self.files[i] for i in picks) if self.files else (), self.source)
 
+    def without(self, names: Sequence[str]) -> "Samples":
+        """The same samples without the inputs `names` (feeds bound into the graph)."""
+        return Samples({k: v for k, v in self.inputs.items() if k not in names}, self.labels, self.files, self.source)
+
     def head(self, n: int) -> "Samples":
         return Samples({k: v[:n] for k, v in self.inputs.items()},
                        None if self.labels is None else self.labels[:n], self.files[:n], self.source)
@@ -565,6 +569,31 @@ def load_tensors(path: Path, feed_names: Sequence[str]) -> Samples:
     return Samples(inputs, labels, (), str(path))
 
 
+# PaddleDetection's inputs beside the image (export/geometry.py binds them into the graph): fed as the tensor sees the
+# image, so that the graph's boxes stay in model-input pixels and the bundle undoes the resize itself
+GEOMETRY_FEEDS = ("im_shape", "scale_factor")
+
+
+def geometry_values(name: str, tensor_hw: tuple[int, int]) -> np.ndarray:
+    """What a geometry feed holds for every image of an H x W tensor: im_shape (H, W), scale_factor (1, 1)."""
+    if name == "im_shape":
+        return np.asarray(tensor_hw, np.float32)
+    if name == "scale_factor":
+        return np.ones(2, np.float32)
+    raise ValueError(f"{name!r} is not a geometry feed")
+
+
+def with_geometry(samples: Samples, feed_names: Sequence[str], image: str, layout: str) -> Samples:
+    """`samples` of the image feed, with the geometry feeds among `feed_names` added ([N, 2] each)."""
+    names = [n for n in feed_names if n in GEOMETRY_FEEDS]
+    if not names:
+        return samples
+    arr = samples.inputs[image]
+    hw = (arr.shape[2], arr.shape[3]) if layout == "NCHW" else (arr.shape[1], arr.shape[2])
+    added = {n: np.tile(geometry_values(n, (int(hw[0]), int(hw[1]))), (len(arr), 1)) for n in names}
+    return Samples({**samples.inputs, **added}, samples.labels, samples.files, samples.source)
+
+
 def load_samples(path: Path, feed_names: Sequence[str], spec: PreprocessSpec | None,
                  labels: Sequence[str] | None) -> Samples:
     if path.suffix in (".npy", ".npz"):
@@ -577,9 +606,11 @@ def load_samples(path: Path, feed_names: Sequence[str], spec: PreprocessSpec | N
         if spec is None:
             raise DataError(f"{path} is an image folder but no preprocessing is configured",
                             "add a [preprocess] table to edgekit.toml (color, resize, mean, std, layout)")
-        if len(feed_names) != 1:
-            raise DataError("image folders feed single-input models only", "use a .npz with one array per input")
-        samples = load_images(path, spec, feed_names[0], labels)
+        images = [n for n in feed_names if n not in GEOMETRY_FEEDS]
+        if len(images) != 1:
+            raise DataError("image folders feed single-input models only (and PaddleDetection's im_shape and "
+                            "scale_factor beside the image)", "use a .npz with one array per input")
+        samples = with_geometry(load_images(path, spec, images[0], labels), feed_names, images[0], spec.layout)
     if len(samples) == 0:
         raise DataError(f"{path} holds no samples", "give at least one sample")
     for name, arr in samples.inputs.items():

@@ -10,8 +10,8 @@ declaration, keeps what it wrote, and times it. Adding a stage is one function p
 line in `STAGES`.
 
     model in (factory-inputs | load-exported | import-onnx | load-pir) -> read-data
-    -> export-factory | export-paddle3 -> paddle3-reference -> prune -> cross-check-reference -> nms-graph -> fold-graph
-    -> import-metric -> coverage -> quantize-int8 | simulate-weights -> convert-target -> convert-twin
+    -> export-factory | export-paddle3 -> paddle3-reference -> prune -> cross-check-reference -> bind-geometry -> nms-graph
+    -> fold-graph -> import-metric -> coverage -> quantize-int8 | simulate-weights -> convert-target -> convert-twin
     -> tier-a -> tier-b -> tier-c -> gates -> unpruned-int8 -> prune-report -> write-bundle
 """
 
@@ -136,6 +136,7 @@ STAGES: tuple[Stage, ...] = (
     Stage.of(stages.paddle3_reference, _paddle3),
     Stage.of(stages.prune, _pruning),
     Stage.of(stages.cross_check_reference, _exported),
+    Stage.of(stages.bind_geometry),
     Stage.of(stages.nms_graph),
     Stage.of(stages.fold_graph, _folding),
     Stage.of(stages.import_metric, _onnx),

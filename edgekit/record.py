@@ -66,6 +66,7 @@ class BuildRecord:
     pruned: PrunedModel | None = None
     folding: Report | None = None                # what the fold stage folded, and its check (or why it was not used)
     nms: Report | None = None                    # an NMS op in the graph: kept or cut off, and the measurements why
+    geometry: Report | None = None               # PaddleDetection's im_shape/scale_factor inputs bound into the graph
     quantized: QuantizedModel | None = None      # the host's simulation of the reduced precision
     search: QuantSearchResult | None = None      # the int8 search, its candidates and fallback
     data_warnings: tuple[str, ...] = ()

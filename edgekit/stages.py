@@ -152,6 +152,30 @@ def cross_check_reference(rec: StageView) -> StageView:
     return rec.with_(static=cross_check(rec.static, dict(rec.evaluation.samples.head(8).inputs)))
 
 
+@declares(reads=("static", "evaluation", "?calibration", "?paddle3", "?onnx_import"),
+          writes=("?static", "?feeds", "?evaluation", "?calibration", "?geometry"))
+def bind_geometry(rec: StageView) -> StageView:
+    """PaddleDetection's `im_shape`/`scale_factor` inputs written into the graph as the data fed them (the tensor's
+    own size, scale 1): boxes stay in model-input pixels and every later stage sees one image input
+    (export/geometry.py)."""
+    from .export import geometry
+    from .evalset import EvalSet
+
+    names = geometry.bound_feeds(rec.static.feeds)
+    if not names:
+        return rec
+    if rec.paddle3 is not None or rec.onnx_import is not None:
+        raise ConversionError(f"inputs {', '.join(names)} beside the image are bound only in Paddle 2 programs (a "
+                              "factory or a .pdmodel) so far", "export the detector from PaddleDetection as a "
+                              ".pdmodel, or without those inputs")
+    static, entry = geometry.bind(rec.static, names, rec.work / "geometry", dict(rec.evaluation.samples.head(8).inputs))
+    log.info("bound %s into the graph as %s", ", ".join(names), entry["bound"])
+    evaluation = EvalSet(rec.evaluation.samples.without(names), rec.evaluation.task, rec.evaluation.truth)
+    calibration = rec.calibration.without(names) if rec.calibration is not None else None
+    return rec.with_(static=static, feeds=static.feeds, evaluation=evaluation, calibration=calibration,
+                     geometry=entry)
+
+
 @declares(reads=("static", "evaluation", "?paddle3"), writes=("?static", "?evaluation", "?nms"))
 def nms_graph(rec: StageView) -> StageView:
     """An NMS op in the graph (PaddleDetection's multiclass_nms3 ...): kept only if Lite runs it on the target and x86
@@ -405,7 +429,7 @@ def prune_report(rec: StageView) -> StageView:
 
 
 @declares(reads=("static", "evaluation", "report", "device", "twin", "?data_warnings", "?onnx_import",
-                 "?paddle3", "?folding", "?nms", "?emulation", "?quantized", "?pruned", "?search", "?calibration",
+                 "?paddle3", "?folding", "?nms", "?geometry", "?emulation", "?quantized", "?pruned", "?search", "?calibration",
                  "?reference", "?simulated"),
           writes=("golden", "bundle"))
 def write_bundle(rec: StageView) -> StageView:

@@ -80,3 +80,5 @@ def test_onnx_yolo_builds_and_detects_what_torch_detects(cli, exported):
     assert imported["metric"] == "map50" and imported["paddle"] == imported["onnxruntime"]
     assert m["parity"]["metrics"]["x86 twin .nb"]["map50"] == fp32
     assert fp32 - m["parity"]["metrics"]["int8 simulated"]["map50"] <= 1.0
+    print({"torch": torch_map50, **{k: v["map50"] for k, v in m["parity"]["metrics"].items()},
+           "nb_bytes": (bundle / "model.nb").stat().st_size})

@@ -26,8 +26,9 @@ def _names(cfg: BuildConfig) -> list[str]:
 
 
 def test_a_factory_fp32_build_for_arm64_runs_these_stages_in_this_order():
-    assert _names(_cfg()) == ["factory-inputs", "read-data", "export-factory", "nms-graph", "fold-graph", "coverage",
-                              "convert-target", "convert-twin", "tier-a", "tier-c", "gates", "write-bundle"]
+    assert _names(_cfg()) == ["factory-inputs", "read-data", "export-factory", "bind-geometry", "nms-graph",
+                              "fold-graph", "coverage", "convert-target", "convert-twin", "tier-a", "tier-c", "gates",
+                              "write-bundle"]
     assert "fold-graph" not in _names(_cfg(fold=False))
 
 

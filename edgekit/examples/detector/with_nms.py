@@ -10,7 +10,8 @@ per-image count `bbox_num` [N] (int32).
     ./run edgekit build -c edgekit/examples/detector/with_nms.toml --target arm64 --quant int8
 
 The build finds the NMS op and decides whether Lite keeps it (lite/nms.py); the manifest's `model.nms`
-says what it decided and why. `create_matrix` ends in `matrix_nms` instead (PP-YOLOv2-style decayed scores).
+says what it decided and why. `create_matrix` ends in `matrix_nms` instead (PP-YOLOv2-style decayed scores);
+`create_paddledet` takes PaddleDetection's `im_shape` and `scale_factor` inputs as well (`paddledet.toml`).
 """
 
 from __future__ import annotations
@@ -89,9 +90,29 @@ class DetectorWithMatrixNMS(DetectorWithNMS):
         return out, count
 
 
+class DetectorPaddleDetInputs(DetectorWithNMS):
+    """The same, with PaddleDetection's three inputs: `image`, `im_shape` and `scale_factor` ([N, 2] each, the
+    resized (h, w) and the (y, x) resize factors). As PaddleDetection's post-processing does, the boxes are divided
+    by the scale factors and clipped to the source image (`im_shape / scale_factor`) before `multiclass_nms3`."""
+
+    def forward(self, image, im_shape, scale_factor):
+        boxes, scores = self.decode(image)
+        scale_y, scale_x = paddle.split(scale_factor, 2, axis=-1)                      # [N, 1] each
+        scale = paddle.reshape(paddle.concat([scale_x, scale_y, scale_x, scale_y], axis=-1), [-1, 1, 4])
+        origin = paddle.floor(im_shape / scale_factor + 0.5)                           # the source (h, w)
+        height, width = paddle.split(origin, 2, axis=-1)
+        upper = paddle.reshape(paddle.concat([width, height, width, height], axis=-1), [-1, 1, 4])
+        boxes = paddle.minimum(paddle.maximum(boxes / scale, paddle.zeros_like(upper)), upper)
+        return multiclass_nms3(boxes, scores, SCORE_THRESHOLD, NMS_TOP_K, KEEP_TOP_K, NMS_IOU)
+
+
 def create() -> DetectorWithNMS:
     return DetectorWithNMS()
 
 
 def create_matrix() -> DetectorWithMatrixNMS:
     return DetectorWithMatrixNMS()
+
+
+def create_paddledet() -> DetectorPaddleDetInputs:
+    return DetectorPaddleDetInputs()

@@ -1,0 +1,133 @@
+"""PaddleDetection's geometry inputs, bound into the graph: `im_shape` and `scale_factor` become constants.
+
+PaddleDetection exports its detectors (PP-PicoDet, PP-YOLOE, the PaddleX/PaddleOCR layout detectors) with two
+inputs beside the image, both [N, 2] float32 per image: `im_shape`, the (height, width) of the resized image,
+and `scale_factor`, the (y, x) factors of that resize. The graph's post-processing divides the boxes by
+`scale_factor` and clips them to `im_shape / scale_factor`, so that its NMS rows come out in source-image pixels.
+
+edgekit undoes the resize (or letterbox) itself, in the Python twin and in the C++ core alike, from
+preprocess.json (`PreprocessSpec.to_image`): a PaddleDetection graph's own division cannot undo a centred
+letterbox, and every app would have to compute and feed the two extra tensors the same way. So the build feeds
+them as the tensor itself sees the image, `scale_factor = (1, 1)` and `im_shape = (H, W)` of the tensor: the
+graph's boxes stay in model-input pixels, clipped to the tensor, as a single-input detector's are. `bind` then
+writes those values into the program (`fill_constant_batch_size_like` from the image feed, which Lite runs on ARM
+and x86, so the batch size stays free) and drops the two feeds: the `.nb`, its golden vectors, the apps and the
+device suite see a single-input model. The rewrite is checked against the program as it was, fed the same values.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from edgekit.artifacts import StaticModel
+from edgekit.config import InputSpec
+from edgekit.data import GEOMETRY_FEEDS, geometry_values
+from edgekit.errors import ConversionError
+
+from . import program as prog
+
+BIND_MAX_ABS = 0.0        # the same values, fed or written into the graph: the same outputs
+
+
+def bound_feeds(feeds: Sequence[InputSpec]) -> list[str]:
+    """The feeds of `feeds` that are PaddleDetection geometry inputs: named so, [N, 2] float32, beside one image feed."""
+    names = [f.name for f in feeds if f.name in GEOMETRY_FEEDS]
+    if not names:
+        return []
+    for f in feeds:
+        if f.name in names and (len(f.shape) != 2 or f.shape[1] != 2 or f.dtype != "float32"):
+            raise ConversionError(f"input {f.name!r} is {f.dtype} {list(f.shape)}; PaddleDetection's {f.name} is "
+                                  "float32 [N, 2] per image", f"rename the input if it is not PaddleDetection's {f.name}")
+    images = [f for f in feeds if f.name not in names]
+    if len(images) != 1 or len(images[0].shape) != 4:
+        raise ConversionError(f"inputs {[f.name for f in feeds]}: {', '.join(names)} can be bound only beside one "
+                              "image input [N, C, H, W]", "export the detector with one image input")
+    return names
+
+
+def bind(model: StaticModel, names: Sequence[str], out_dir: Path, samples: Mapping[str, np.ndarray]) -> tuple[
+        StaticModel, dict]:
+    """`model` with the geometry feeds `names` written in as the values `samples` feed them (`geometry_values`),
+    saved to `out_dir`; checked on `samples` against `model`. Returns the program and the manifest's record."""
+    import paddle
+
+    (image,) = [f for f in model.feeds if f.name not in names]
+    shape = samples[image.name].shape
+    hw = (int(shape[2]), int(shape[3]))
+    values = {n: geometry_values(n, hw) for n in names}
+    for n in names:                   # the build feeds exactly these: anything else is not what is written in
+        fed = np.asarray(samples[n])
+        if not np.array_equal(fed, np.broadcast_to(values[n], fed.shape)):
+            raise ConversionError(f"the data feeds {n} values other than {values[n].tolist()}",
+                                  f"leave {n} out of the data: edgekit feeds it as the tensor sees the image")
+    paddle.enable_static()
+    scope, exe = paddle.static.Scope(), paddle.static.Executor(paddle.CPUPlace())
+    with paddle.static.scope_guard(scope):
+        program, feed_names, fetch_vars = paddle.static.load_inference_model(str(model.model_file.with_suffix("")), exe)
+        block = program.global_block()
+        for index in reversed(range(len(block.ops))):   # the old fetch scales: saving names its new ones the same
+            old = block.ops[index]
+            if old.type == "scale" and any(n.startswith("save_infer_model/") for n in old.output_arg_names):
+                outs = list(old.output_arg_names)
+                fetch_vars = [block.var(old.input("X")[0]) if v.name in outs else v for v in fetch_vars]
+                block._remove_op(index)
+                for name in outs:
+                    block._remove_var(name)
+        at = sum(1 for op in block.ops if op.type == "feed")          # after the feed ops, before any reader
+        source = block.var(image.name)
+        for n in names:
+            at = _write_constant(block, at, source, block.var(n), values[n])
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with paddle.utils.unique_name.guard():
+            paddle.static.save_inference_model(str(out_dir / "model"), [source], fetch_vars, exe, program=program)
+    parsed = prog.parse_program(out_dir / "model.pdmodel")
+    feeds, fetches = prog.feeds_and_fetches(parsed)
+    if [f[0] for f in feeds] != [image.name]:
+        raise ConversionError(f"binding {', '.join(names)} left the program with inputs {[f[0] for f in feeds]}",
+                              "report the model with this message")
+    bound = StaticModel(out_dir / "model.pdmodel", out_dir / "model.pdiparams", (image,), tuple(fetches),
+                        model.origin, prog.op_types(parsed), model.sources, model.check)
+    worst = _check(model, bound, samples, image.name)
+    return bound, {"bound": {n: values[n].tolist() for n in names}, "image_input": image.name,
+                   "tensor_size": list(hw), "check": {"samples": int(shape[0]), "max_abs": worst},
+                   "why": "boxes stay in model-input pixels; the bundle undoes the resize/letterbox from "
+                          "preprocess.json (PaddleDetection's scale_factor cannot undo a centred letterbox)"}
+
+
+def _write_constant(block, at: int, source, target, value: np.ndarray) -> int:
+    """Ops at `at` that fill `target` [N, 2] with `value` per image, N taken from `source`'s first dimension."""
+    def fill(out, shape, number: float):
+        block._insert_op(at_[0], type="fill_constant_batch_size_like", inputs={"Input": [source]},
+                         outputs={"Out": [out]},
+                         attrs={"shape": shape, "value": float(number), "str_value": "", "dtype": int(target.dtype),
+                                "input_dim_idx": 0, "output_dim_idx": 0, "force_cpu": False})
+        at_[0] += 1
+
+    at_ = [at]
+    if value[0] == value[1]:
+        fill(target, [-1, 2], value[0])
+        return at_[0]
+    parts = []
+    for k, number in enumerate(value):
+        part = block.create_var(name=f"{target.name}.edgekit_bound_{k}", shape=[-1, 1], dtype=target.dtype)
+        fill(part, [-1, 1], number)
+        parts.append(part)
+    block._insert_op(at_[0], type="concat", inputs={"X": parts}, outputs={"Out": [target]}, attrs={"axis": 1})
+    return at_[0] + 1
+
+
+def _check(model: StaticModel, bound: StaticModel, samples: Mapping[str, np.ndarray], image: str) -> float:
+    from edgekit.export.runner import StaticRunner
+    from edgekit.parity import SameTolerance, check_same
+
+    before = StaticRunner(model).run(dict(samples))
+    after = StaticRunner(bound).run({image: samples[image]})
+    found = check_same(before, after, model.fetches, SameTolerance(BIND_MAX_ABS, per_output=False),
+                       "the geometry inputs bound into the graph")
+    if not found.passed:
+        raise ConversionError(f"binding the geometry inputs changed the outputs by {found.worst_max_abs:.3g}",
+                              "report the model with this message: it cannot be bound safely")
+    return float(found.worst_max_abs)

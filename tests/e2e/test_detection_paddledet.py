@@ -1,0 +1,126 @@
+"""The detector example exported with PaddleDetection's three inputs, `image`, `im_shape` and `scale_factor`
+(edgekit/examples/detector/paddledet.toml, `with_nms:create_paddledet`): the build writes the two geometry inputs
+into the graph as the tensor sees the image (export/geometry.py), so the bundle is a single-input detector whose
+boxes stay in model-input pixels; it builds to arm64 INT8, detects what Paddle's own graph detects fed those
+values, and `edgekit run` gives boxes in the image's pixels with the letterbox undone."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bundles import build_example_int8, example_config, manifest
+
+from edgekit.examples import detector
+from edgekit.examples.detector import train, with_nms
+from edgekit.examples.detector import truth as example_truth
+from edgekit.lite.nbfile import kernels
+from edgekit.tasks import coco, make_task
+from edgekit.tasks.detection import nms_rows
+
+pytestmark = pytest.mark.e2e
+
+EXAMPLE = Path(detector.__file__).parent
+SAMPLES = 16
+SAME_BOXES = 0.5           # map50 points: the bundle against the source framework's own NMS'd boxes
+INT8_BUDGET = 1.0          # map50 points (the [parity] default int8 gate)
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory, cli):
+    return build_example_int8(cli, tmp_path_factory.mktemp("detector-paddledet"), EXAMPLE, "detector-paddledet",
+                              SAMPLES, toml="paddledet.toml")
+
+
+@pytest.fixture(scope="module")
+def paddle_map(bundle):
+    """mAP of the three-input model in Paddle's dynamic graph, fed im_shape = the tensor's size and scale_factor = 1
+    (what the build writes into the graph), its own multiclass_nms3 rows scored on the same scenes."""
+    import paddle
+
+    paddle.disable_static()
+    model = with_nms.create_paddledet()
+    model.set_state_dict(paddle.load(str(EXAMPLE / "detector.pdparams")))
+    model.eval()
+    x, truth = example_truth.evaluation_set(EXAMPLE / "data" / "eval", train.spec())
+    x = x[:SAMPLES]
+    im_shape = np.tile(np.float32([x.shape[2], x.shape[3]]), (len(x), 1))
+    with paddle.no_grad():
+        rows, counts = model(paddle.to_tensor(x), paddle.to_tensor(im_shape), paddle.ones([len(x), 2]))
+    options = json.loads((bundle / "task.json").read_text())["options"]
+    return make_task("detection", options).evaluate_detections(nms_rows(rows.numpy(), counts.numpy()), truth[:SAMPLES])
+
+
+def test_the_geometry_inputs_are_written_into_the_graph_and_the_bundle_has_one_input(bundle):
+    m = manifest(bundle)
+    geometry = m["model"]["geometry"]
+    assert geometry["bound"] == {"im_shape": [96.0, 96.0], "scale_factor": [1.0, 1.0]}
+    assert geometry["image_input"] == "image" and geometry["check"]["max_abs"] == 0.0
+    assert [i["name"] for i in m["model"]["inputs"]] == ["image"]
+    assert [g["name"] for g in m["golden"]["inputs"]] == ["image"]
+    assert "fill_constant_batch_size_like" in m["model"]["source_ops"]
+    found = {k.op for k in kernels(bundle / "model.nb")}
+    assert "fill_constant_batch_size_like" in found                          # Lite computes the bound values on ARM
+    nms = m["model"]["nms"]
+    if os.environ.get("EDGEKIT_LITE_ARM"):                                   # the op kept: tiers A and C agree
+        assert nms["kept"] is True and nms["measured"]["tier_c"]["agree"], nms
+    else:
+        assert nms["kept"] is False and nms["cut"]["passed"]
+
+
+def test_the_bundle_detects_what_paddles_own_three_input_graph_detects(bundle, paddle_map):
+    metrics = manifest(bundle)["parity"]["metrics"]
+    fp32, twin, int8 = metrics["fp32 reference"], metrics["x86 twin .nb"], metrics["int8 simulated"]
+    assert paddle_map["map50"] >= 60.0                                       # measured 67.10 on 16 scenes
+    assert abs(fp32["map50"] - paddle_map["map50"]) <= SAME_BOXES
+    assert abs(twin["map50"] - paddle_map["map50"]) <= SAME_BOXES
+    assert paddle_map["map50"] - int8["map50"] <= INT8_BUDGET
+    arm = metrics.get("arm64 .nb (emulated ARM)")
+    if os.environ.get("EDGEKIT_LITE_ARM"):
+        assert arm is not None and abs(arm["map50"] - int8["map50"]) <= INT8_BUDGET
+    print({"paddle": paddle_map["map50"], **{k: v["map50"] for k, v in metrics.items()}})
+
+
+def test_run_gives_boxes_in_the_images_pixels(bundle, cli):
+    index = 7                                                      # a 128x96 scene: letterboxed to 96x96
+    scene = train.scene_of(train.EVAL_SEED + index)
+    assert scene.image.shape[:2] == (96, 128)
+    found = json.loads(cli("run", bundle, EXAMPLE / "data" / "eval" / f"eval{index:03d}.png", "--engine", "twin",
+                           "--json").output)["boxes"]
+    boxes = np.array([r["box"] for r in found if r["score"] >= 0.5]).reshape(-1, 4)
+    assert len(boxes) and boxes[:, [0, 2]].max() <= 128 and boxes[:, [1, 3]].max() <= 96 and boxes.min() >= 0
+    best = coco.iou_matrix(boxes, scene.boxes).max(axis=0)
+    assert (best >= 0.75).sum() >= 3, best                         # undone letterbox: boxes sit on the shapes
+
+
+def test_a_saved_three_input_pdmodel_builds_as_it_comes(tmp_path, cli, paddle_map):
+    """The user's path: a PaddleDetection-style inference model (jit.save with the three InputSpecs) given with -m,
+    no [model] inputs: its feeds come from the program, and the two geometry inputs are bound the same way."""
+    import paddle
+    from paddle.static import InputSpec
+
+    paddle.disable_static()
+    model = with_nms.create_paddledet()
+    model.set_state_dict(paddle.load(str(EXAMPLE / "detector.pdparams")))
+    model.eval()
+    specs = [InputSpec([-1, 3, 96, 96], "float32", "image"), InputSpec([-1, 2], "float32", "im_shape"),
+             InputSpec([-1, 2], "float32", "scale_factor")]
+    paddle.jit.save(paddle.jit.to_static(model, input_spec=specs), str(tmp_path / "model"))
+
+    def saved(text: str) -> str:          # no factory, weights or input specs: the program says
+        lines = text.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("factory = "))
+        end = next(i for i, line in enumerate(lines) if line.startswith("[data]"))
+        return "\n".join(lines[:start] + lines[end:]) + "\n"
+
+    config = example_config(tmp_path, EXAMPLE, SAMPLES, "paddledet.toml", saved)
+    cli("build", "-c", config, "-m", tmp_path / "model.pdmodel", "--target", "arm64", "--quant", "fp32", "--out",
+        tmp_path / "out", "--no-emulation", "--quiet")
+    m = manifest(tmp_path / "out" / "detector-paddledet" / "arm64-fp32")
+    assert m["model"]["geometry"]["bound"] == {"im_shape": [96.0, 96.0], "scale_factor": [1.0, 1.0]}
+    assert [i["name"] for i in m["model"]["inputs"]] == ["image"]
+    assert abs(m["parity"]["metrics"]["fp32 reference"]["map50"] - paddle_map["map50"]) <= SAME_BOXES   # 67.10
