@@ -596,17 +596,23 @@ def _describe(path: Path, sha256: str, raw: Mapping, overridden: frozenset) -> M
     input_shape = _combine(declared, stated)
 
     labels: list[str] = []
-    if dialect == "paddledet":
+    if dialect == "paddledet" and "task" not in overridden:
         paddlex_task = "layout_detection" if "layout" in model_name.lower() else "object_detection"
-        task, kind = {}, None
         labels = _names(raw.get("label_list") or [], "label_list")
-        notes.append("edgekit has no object-detection task: label_list kept as labels; draw_threshold and NMS are "
-                     "PaddleX's post-process; parity compares raw outputs")
-    elif dialect == "paddleseg":
-        paddlex_task, task, kind = "semantic_segmentation", {}, None
+        task = _detection_task(raw, labels, notes)
+        _validate_task(task)
+        kind = TaskKind.detection
+    elif dialect == "paddleseg" and "task" not in overridden:
+        paddlex_task, task, kind = "semantic_segmentation", {"kind": "segmentation"}, TaskKind.segmentation
         output_op = _args(raw.get("Deploy"), "Deploy").get("output_op")
-        notes.append("edgekit has no segmentation task: parity compares raw outputs"
-                     + (f" (Deploy.output_op {output_op} is inside the program)" if output_op else ""))
+        notes.append("segmentation: the class of a pixel is the argmax of the program's scores, or the class map "
+                     "it gives" + (f" (Deploy.output_op {output_op} is inside the program)" if output_op else ""))
+    elif dialect in ("paddledet", "paddleseg"):
+        paddlex_task = {"paddledet": "object_detection", "paddleseg": "semantic_segmentation"}[dialect]
+        task, kind = {}, TaskKind.detection if dialect == "paddledet" else TaskKind.segmentation
+        if dialect == "paddledet":
+            labels = _names(raw.get("label_list") or [], "label_list")
+        notes.append("task from edgekit.toml: inference.yml's post-processing is not used")
     elif "task" in overridden:                  # what PaddleX would run, for the record; its problems do not matter
         try:
             paddlex_task, yml_task, _ = _postprocess(raw, model_name, [])
@@ -620,6 +626,27 @@ def _describe(path: Path, sha256: str, raw: Mapping, overridden: frozenset) -> M
         kind = TaskKind(task["kind"]) if task.get("kind") else None
     return ModelDescription(path, sha256, dialect, model_name, paddlex_task, kind, preprocess, task, tuple(labels),
                             input_name, input_shape, tuple(notes), typical)
+
+
+def _detection_task(raw: Mapping, labels: Sequence[str], notes: list[str]) -> dict:
+    """A PaddleDetection export's task: its NMS rows (`MultiClassNMS` is inside the program; the build keeps or
+    cuts it, lite/nms.py), its score threshold and cap, `draw_threshold` as the F1 threshold, label_list."""
+    task: dict = {"kind": "detection", "head": "nms"}
+    if labels:
+        task["labels"] = list(labels)
+    nms = _args(raw.get("NMS"), "NMS")
+    if nms.get("score_threshold") is not None:
+        task["score_threshold"] = _number(nms["score_threshold"], "NMS.score_threshold")
+    if nms.get("keep_top_k") is not None and _number(nms["keep_top_k"], "NMS.keep_top_k") > 0:
+        task["max_detections"] = int(_number(nms["keep_top_k"], "NMS.keep_top_k"))
+    if raw.get("draw_threshold") is not None:
+        task["f1_threshold"] = _number(raw["draw_threshold"], "draw_threshold")
+    name = nms.get("name")
+    if name not in (None, "MultiClassNMS", "MatrixNMS"):
+        notes.append(f"NMS.name {name}: edgekit knows multiclass_nms3 and matrix_nms in the program")
+    notes.append("detection: the program's NMS rows (head nms; the build keeps the op when Lite runs it on ARM, "
+                 "else cuts it for task.json's NMS); im_shape and scale_factor are bound into the graph")
+    return task
 
 
 def _validate_preprocess(table: dict) -> None:

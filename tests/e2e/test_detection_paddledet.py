@@ -124,3 +124,92 @@ def test_a_saved_three_input_pdmodel_builds_as_it_comes(tmp_path, cli, paddle_ma
     assert m["model"]["geometry"]["bound"] == {"im_shape": [96.0, 96.0], "scale_factor": [1.0, 1.0]}
     assert [i["name"] for i in m["model"]["inputs"]] == ["image"]
     assert abs(m["parity"]["metrics"]["fp32 reference"]["map50"] - paddle_map["map50"]) <= SAME_BOXES   # 67.10
+
+
+PADDLEDET_YML = """# written by PaddleDetection's export (tools/export_model.py) for PP-PicoDet-style models
+mode: paddle
+draw_threshold: 0.5
+metric: COCO
+use_dynamic_shape: false
+arch: GFL
+min_subgraph_size: 3
+Preprocess:
+- interp: 1
+  keep_ratio: false
+  target_size: [96, 96]
+  type: Resize
+- is_scale: true
+  mean: [0.5, 0.5, 0.5]
+  std: [0.5, 0.5, 0.5]
+  type: NormalizeImage
+- type: Permute
+label_list: [circle, square, triangle]
+NMS:
+  keep_top_k: 100
+  name: MultiClassNMS
+  nms_threshold: 0.5
+  nms_top_k: 1000
+  score_threshold: 0.05
+"""
+
+
+def test_a_paddledetection_model_folder_builds_from_its_inference_yml(tmp_path, cli):
+    """`edgekit build -m DIR` on a PaddleDetection export folder (inference.pdmodel + .pdiparams + inference.yml):
+    preprocessing, labels and the detection task come from the yml, the geometry inputs are bound, and the bundle
+    detects what the three-input graph detects on the example's 96x96 scenes (the yml's Resize stretches)."""
+    import shutil
+
+    import paddle
+    from paddle.static import InputSpec
+
+    from edgekit.data import PreprocessSpec
+    from edgekit.tasks import write_truth
+    from edgekit.tasks.truth import read_truth
+
+    paddle.disable_static()
+    model = with_nms.create_paddledet()
+    model.set_state_dict(paddle.load(str(EXAMPLE / "detector.pdparams")))
+    model.eval()
+    folder = tmp_path / "PicoDet-like"
+    specs = [InputSpec([-1, 3, 96, 96], "float32", "image"), InputSpec([-1, 2], "float32", "im_shape"),
+             InputSpec([-1, 2], "float32", "scale_factor")]
+    paddle.jit.save(paddle.jit.to_static(model, input_spec=specs), str(folder / "inference"))
+    (folder / "inference.yml").write_text(PADDLEDET_YML, encoding="utf-8")
+
+    source = EXAMPLE / "data" / "eval"                     # the square scenes: a stretch is the letterbox there
+    stored = read_truth(source / "truth.json")
+    picks = [i for i, t in enumerate(stored.values) if t["size"] == [96, 96]][:SAMPLES]
+    scenes = tmp_path / "eval"
+    scenes.mkdir()
+    files = sorted(source.glob("*.png"))
+    for i in picks:
+        shutil.copyfile(files[i], scenes / files[i].name)
+    write_truth(scenes / "truth.json", stored.task, [stored.values[i] for i in picks])
+    (tmp_path / "edgekit.toml").write_text(f'[model]\nname = "picodet-like"\n[data]\nevaluation = "{scenes}"\n',
+                                           encoding="utf-8")
+    cli("build", "-c", tmp_path / "edgekit.toml", "-m", folder, "--target", "arm64", "--quant", "fp32", "--out",
+        tmp_path / "out", "--no-emulation", "--quiet")
+    bundle = tmp_path / "out" / "picodet-like" / "arm64-fp32"
+    m = manifest(bundle)
+    assert m["source"]["description"]["path"].endswith("inference.yml")
+    assert m["model"]["geometry"]["bound"] == {"im_shape": [96.0, 96.0], "scale_factor": [1.0, 1.0]}
+    task = json.loads((bundle / "task.json").read_text())
+    assert task["kind"] == "detection" and task["options"]["labels"] == ["circle", "square", "triangle"]
+    assert task["options"]["f1_threshold"] == 0.5 and task["options"]["max_detections"] == 100
+    preprocess = json.loads((bundle / "preprocess.json").read_text())["preprocess"]
+    assert preprocess["resize"] == [96, 96] and preprocess["mean"] == [0.5, 0.5, 0.5]
+
+    x, truth = example_truth.evaluation_set(scenes, PreprocessSpec.from_mapping(
+        {k: v for k, v in preprocess.items() if k != "order"}))
+    paddle.disable_static()                                # (the build left Paddle in static mode)
+    model = with_nms.create_paddledet()
+    model.set_state_dict(paddle.load(str(EXAMPLE / "detector.pdparams")))
+    model.eval()
+    with paddle.no_grad():
+        rows, counts = model(paddle.to_tensor(x), paddle.to_tensor(np.tile(np.float32([96, 96]), (len(x), 1))),
+                             paddle.ones([len(x), 2]))
+    own = make_task("detection", task["options"]).evaluate_detections(nms_rows(rows.numpy(), counts.numpy()), truth)
+    fp32 = m["parity"]["metrics"]["fp32 reference"]
+    assert own["map50"] >= 50.0 and abs(fp32["map50"] - own["map50"]) <= SAME_BOXES, (fp32, own)
+    assert m["parity"]["metrics"]["x86 twin .nb"]["map50"] == fp32["map50"]
+    print({"scenes": len(picks), "paddle": own["map50"], "fp32": fp32["map50"]})

@@ -134,11 +134,13 @@ def test_image_classification_sample():
 
 def test_object_detection_sample_picks_the_image_feed():
     desc = sample("PicoDet-S")
-    assert (desc.dialect, desc.paddlex_task, desc.kind, desc.task) == ("paddledet", "object_detection", None, {})
+    assert (desc.dialect, desc.paddlex_task, desc.kind) == ("paddledet", "object_detection", TaskKind.detection)
     assert desc.labels == ("person", "bicycle", "car", "motorcycle")
+    assert desc.task == {"kind": "detection", "head": "nms", "labels": list(desc.labels), "score_threshold": 0.025,
+                         "max_detections": 100, "f1_threshold": 0.5}
     assert desc.preprocess == {"color": "rgb", "resize": [320, 320], "interpolation": "linear", "layout": "NCHW",
                                **IMAGENET}
-    assert any("interp 2 (cubic)" in n for n in desc.notes) and any("no object-detection task" in n for n in desc.notes)
+    assert any("interp 2 (cubic)" in n for n in desc.notes) and any("the program's NMS rows" in n for n in desc.notes)
     feeds = [InputSpec("im_shape", (-1, 2)), InputSpec("image", (-1, 3, 320, 320)), InputSpec("scale_factor", (-1, 2))]
     assert check_against_program(desc, feeds).input_name == "image"
     renamed = check_against_program(sample("PP-OCRv5_mobile_det"), [InputSpec("image", (-1, 3, 640, 640))])
@@ -150,7 +152,8 @@ def test_object_detection_sample_picks_the_image_feed():
 def test_semantic_segmentation_sample():
     desc = sample("PP-LiteSeg-T")
     assert (desc.dialect, desc.paddlex_task, desc.kind, desc.input_shape) == (
-        "paddleseg", "semantic_segmentation", None, (-1, 3, -1, -1))
+        "paddleseg", "semantic_segmentation", TaskKind.segmentation, (-1, 3, -1, -1))
+    assert desc.task == {"kind": "segmentation"}
     assert desc.preprocess == {"color": "rgb", "interpolation": "linear", "layout": "NCHW", "scale": 1.0 / 255.0,
                                "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]}
     assert check_against_program(desc, [InputSpec("x", (-1, 3, 512, 1024))]).preprocess["resize"] == [512, 1024]
