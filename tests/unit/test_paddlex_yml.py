@@ -337,3 +337,15 @@ def test_find_model_yml_and_json_record(tmp_path):
     assert first == again and first.sha256 == sample("PP-OCRv5_mobile_det").sha256
     record = json.loads(json.dumps(first.to_json()))
     assert record["kind"] == "ocr_det" and record["input_shape"] == [-1, 3, -1, -1]
+
+
+def test_a_detection_yml_whose_task_edgekit_toml_gives_keeps_only_the_labels():
+    desc = read_model_yml(DATA / "PicoDet-S" / "inference.yml", overridden={"task"})
+    assert desc.task == {} and desc.kind == TaskKind.detection and desc.labels[0] == "person"
+    assert any("task from edgekit.toml" in n for n in desc.notes)
+
+
+def test_a_detection_yml_without_a_cap_leaves_max_detections_to_the_task(tmp_path):
+    text = (DATA / "PicoDet-S" / "inference.yml").read_text().replace("keep_top_k: 100", "keep_top_k: -1")
+    desc = read_model_yml(write(tmp_path, text))
+    assert "max_detections" not in desc.task and desc.task["score_threshold"] == 0.025
