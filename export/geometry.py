@@ -56,13 +56,17 @@ def bind(model: StaticModel, names: Sequence[str], out_dir: Path, samples: Mappi
 
     (image,) = [f for f in model.feeds if f.name not in names]
     shape = samples[image.name].shape
-    hw = (int(shape[2]), int(shape[3]))
-    values = {n: geometry_values(n, hw) for n in names}
+    layouts = {(int(shape[2]), int(shape[3])), (int(shape[1]), int(shape[2]))}      # NCHW or NHWC
+    values = {}
     for n in names:                   # the build feeds exactly these: anything else is not what is written in
-        fed = np.asarray(samples[n])
-        if not np.array_equal(fed, np.broadcast_to(values[n], fed.shape)):
-            raise ConversionError(f"the data feeds {n} values other than {values[n].tolist()}",
-                                  f"leave {n} out of the data: edgekit feeds it as the tensor sees the image")
+        fed = np.asarray(samples[n], np.float32)
+        first = fed[0]
+        allowed = [geometry_values(n, hw) for hw in sorted(layouts)]
+        if not (fed == first).all() or not any(np.array_equal(first, a) for a in allowed):
+            raise ConversionError(f"the data feeds {n} values other than {allowed[0].tolist()} (the tensor's own "
+                                  "geometry)", f"leave {n} out of the data: edgekit feeds it as the tensor sees the "
+                                  "image")
+        values[n] = first
     paddle.enable_static()
     scope, exe = paddle.static.Scope(), paddle.static.Executor(paddle.CPUPlace())
     with paddle.static.scope_guard(scope):
@@ -91,8 +95,9 @@ def bind(model: StaticModel, names: Sequence[str], out_dir: Path, samples: Mappi
     bound = StaticModel(out_dir / "model.pdmodel", out_dir / "model.pdiparams", (image,), tuple(fetches),
                         model.origin, prog.op_types(parsed), model.sources, model.check)
     worst = _check(model, bound, samples, image.name)
+    hw = values["im_shape"].astype(int).tolist() if "im_shape" in values else None
     return bound, {"bound": {n: values[n].tolist() for n in names}, "image_input": image.name,
-                   "tensor_size": list(hw), "check": {"samples": int(shape[0]), "max_abs": worst},
+                   "tensor_size": hw, "check": {"samples": int(shape[0]), "max_abs": worst},
                    "why": "boxes stay in model-input pixels; the bundle undoes the resize/letterbox from "
                           "preprocess.json (PaddleDetection's scale_factor cannot undo a centred letterbox)"}
 
