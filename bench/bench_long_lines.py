@@ -4,7 +4,7 @@
 
 Builds the PP-OCRv4 rec example twice for arm64 (FP32 by default, `--int8` for INT8 with
 the example's search): `rec.toml` on the source ONNX (fixed width 320) and
-`rec_dynamic.toml` on the width-free rewrite (`free_width.py`; width 320..1280). Renders
+`rec_dynamic.toml` on the same ONNX (the import makes its reshapes width-free; width 320..1280). Renders
 lines with DejaVu Sans (Pillow's FreeType; /usr/share/fonts/truetype/dejavu), `--lines`
 short (< 20 characters) and as many long (>= 40), reads them through `edgekit.predict`
 (the bundles' own preprocess.json) on the x86 twin, and the first `--arm` short and long lines
@@ -30,20 +30,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def build(work: Path, int8: bool) -> dict[str, Path]:
     """The fixed and the dynamic rec bundle (built once per --work folder)."""
-    from edgekit.examples.ppocr import free_width, make_data, models
+    from edgekit.examples.ppocr import make_data, models
 
     precision = "int8" if int8 else "fp32"
     data = work / "data"
     if not (data / "rec_eval.npz").exists():
         make_data.make_data(data, seed=0, counts=make_data.Counts(det_calib=1, det_eval=1, rec_calib=64, rec_eval=40,
                                                                   cls_calib=1, cls_eval=1))
-    free = data / "rec_free_width.onnx"
-    if not free.exists():
-        free_width.free_width(models.model_path("rec"), free)
     example = ROOT / "edgekit" / "examples" / "ppocr"
     found = {}
     for mode, toml, onnx_path, name in (("fixed", "rec.toml", models.model_path("rec"), "ppocrv4-rec"),
-                                        ("dynamic", "rec_dynamic.toml", free, "ppocrv4-rec-dynamic")):
+                                        ("dynamic", "rec_dynamic.toml", models.model_path("rec"),
+                                         "ppocrv4-rec-dynamic")):
         bundle = work / "out" / name / f"arm64-{precision}"
         if not bundle.exists():
             from edgekit.proc import run as run_process

@@ -49,6 +49,23 @@ def write_golden(folder: Path, feeds: Mapping[str, np.ndarray], outputs: Sequenc
     return entry
 
 
+def write_golden_width(folder: Path, width: int, feeds: Mapping[str, np.ndarray], outputs: Sequence[np.ndarray],
+                       output_names: Sequence[str]) -> dict:
+    """A dynamic-width bundle's golden vectors at another tensor width, golden/w<width>_input_<i>.npy and
+    _output_<i>.npy (names of their own: the device suite pushes golden inputs into one folder): the entry of
+    golden.json's (and the manifest's) `golden.widths` list (contracts.GoldenGroup reads it back)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    entry = {"width": int(width), "inputs": [], "outputs": [], "count": 0}
+    for kind, pairs in (("input", list(feeds.items())), ("output", list(zip(output_names, outputs)))):
+        for i, (name, arr) in enumerate(pairs):
+            file = f"w{int(width)}_{kind}_{i}.npy"
+            np.save(folder / file, np.ascontiguousarray(arr), allow_pickle=False)
+            entry[f"{kind}s"].append({"name": name, "file": f"golden/{file}", "shape": list(arr.shape),
+                                      "dtype": str(arr.dtype)})
+    entry["count"] = int(next(iter(feeds.values())).shape[0])
+    return entry
+
+
 def write_golden_index(folder: Path, entry: dict) -> None:
     contracts.write_golden_index(folder, entry)
 

@@ -19,7 +19,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from . import limits
 from .errors import BundleError
@@ -281,6 +281,9 @@ class Nullable:
 
 
 _GOLDEN_TENSOR = {"name": _STR, "file": _PATH, "shape": [_COUNT], "dtype": _DTYPE}
+_WIDTH = ("a positive integer", lambda v: _integer(v) and v > 0)
+# a dynamic-width bundle's golden vectors at another tensor width (preprocess width_mode = "dynamic")
+_GOLDEN_GROUP = {"width": _WIDTH, "inputs": [_GOLDEN_TENSOR], "outputs": [_GOLDEN_TENSOR], "count": _COUNT}
 FILES = MapOf({"sha256": _SHA256, "bytes": _COUNT})
 LOADED = {"model": {"file": _PATH}, "files": FILES}
 CONTENTS = {
@@ -291,7 +294,7 @@ CONTENTS = {
               "nms?": Nullable({"op": _STR, "kept": _BOOL, "reason": _STR})},
     "host_twin": {"file?": _PATH, "bytes?": _COUNT},        # what runs on the host; the apps do without it
     "golden": {"inputs": [_GOLDEN_TENSOR], "outputs": [_GOLDEN_TENSOR], "count": _COUNT, "labels?": _PATH,
-               "tolerances": {"min_cosine": _NUMBER, "max_abs?": Nullable(_NUMBER)}},
+               "widths?": [_GOLDEN_GROUP], "tolerances": {"min_cosine": _NUMBER, "max_abs?": Nullable(_NUMBER)}},
     "parity": {"passed?": _BOOL, "samples?": _COUNT, "accuracy?": MapOf(_NUMBER)},
     "config": {"gates?": {"twin_max_abs?": _NUMBER, "twin_min_cosine?": _NUMBER}},
     "task?": Nullable({"kind": _STR}),
@@ -370,6 +373,72 @@ def check_contents(manifest: Mapping, file: Path) -> None:
     outputs = [o["name"] for o in golden["outputs"]]
     if outputs != model["outputs"]:
         raise BundleError(f"{file}: golden outputs {outputs} are not the model's outputs {model['outputs']}", REBUILD)
+    widths = [g["width"] for g in golden.get("widths", [])]
+    if len(set(widths)) != len(widths):
+        raise BundleError(f"{file}: golden.widths lists width {widths} more than once", REBUILD)
+    for group in golden.get("widths", []):
+        _width_axis(group, golden, model, file)
+    pushed = [t["file"].rsplit("/", 1)[-1] for g in [golden, *golden.get("widths", [])] for t in g["inputs"]]
+    if len(set(pushed)) != len(pushed):       # the device suite pushes every golden input into one folder
+        raise BundleError(f"{file}: golden input files {pushed} share a file name", REBUILD)
+
+
+@dataclass(frozen=True)
+class GoldenGroup:
+    """One set of golden vectors: the main one (`width` None: the evaluation tensors' own shape) or one of a
+    dynamic-width bundle's `golden.widths`, whose inputs differ from the main ones only in axis `axis` (= width)."""
+
+    width: int | None
+    axis: int | None
+    count: int
+    inputs: tuple[Mapping, ...]          # {"name", "file", "shape", "dtype"}, as the manifest lists them
+    outputs: tuple[Mapping, ...]
+
+    @property
+    def label(self) -> str:
+        """What a replay's lines add for this group ("" for the main one)."""
+        return "" if self.width is None else f" at width {self.width}"
+
+    def expect(self, declared: Sequence[TensorDecl]) -> tuple[TensorDecl, ...]:
+        """The model's declared inputs with this group's width axis free (-1): what a runner must accept for it."""
+        if self.axis is None:
+            return tuple(declared)
+        return tuple(TensorDecl(d.name, d.shape[:self.axis] + (-1,) + d.shape[self.axis + 1:], d.dtype)
+                     for d in declared)
+
+    @classmethod
+    def all_of(cls, manifest: Mapping) -> "tuple[GoldenGroup, ...]":
+        """From a manifest that passed `check_contents`: the main group, then one per `golden.widths` entry."""
+        golden, model = manifest["golden"], manifest["model"]
+        main = cls(None, None, golden["count"], tuple(golden["inputs"]), tuple(golden["outputs"]))
+        return (main,) + tuple(cls(g["width"], _width_axis(g, golden, model, Path(MANIFEST)), g["count"],
+                                   tuple(g["inputs"]), tuple(g["outputs"])) for g in golden.get("widths", []))
+
+
+def _width_axis(group: Mapping, golden: Mapping, model: Mapping, file: Path) -> int:
+    """The axis where a `golden.widths` group's inputs hold its width: each input is the main golden input's shape
+    but for the sample count and that one axis, of the model's dtype. A BundleError (one line) otherwise."""
+    where = f"{file}: golden group at width {group['width']}"
+    names = [g["name"] for g in group["inputs"]]
+    main = {g["name"]: g for g in golden["inputs"]}
+    if sorted(names) != sorted(main) or len(set(names)) != len(names):
+        raise BundleError(f"{where}: inputs {names} are not the model's inputs {sorted(main)}", REBUILD)
+    if [o["name"] for o in group["outputs"]] != model["outputs"]:
+        raise BundleError(f"{where}: outputs {[o['name'] for o in group['outputs']]} are not the model's outputs "
+                          f"{model['outputs']}", REBUILD)
+    axes = set()
+    for g in group["inputs"]:
+        want = main[g["name"]]["shape"]
+        other = [a for a in range(1, len(want)) if len(g["shape"]) == len(want) and g["shape"][a] != want[a]]
+        if (g["dtype"] != main[g["name"]]["dtype"] or len(g["shape"]) != len(want) or g["shape"][0] != group["count"]
+                or group["count"] == 0 or len(other) != 1 or g["shape"][other[0]] != group["width"]):
+            raise BundleError(f"{where}: input {g['name']!r} is {g['dtype']} {g['shape']} for {group['count']} samples; "
+                              f"it must be the golden input's {main[g['name']]['dtype']} {want} with one axis "
+                              f"{group['width']} wide", REBUILD)
+        axes.add(other[0])
+    if len(axes) != 1:
+        raise BundleError(f"{where}: its inputs hold the width in different axes {sorted(axes)}", REBUILD)
+    return axes.pop()
 
 
 # ---------------------------------------------------------------- the runner's record and exit codes

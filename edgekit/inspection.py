@@ -124,11 +124,12 @@ def locked(path: Path, twin: bool = False) -> bundle_mod.Bundle:
     return bundle
 
 
-def golden_vectors(bundle: bundle_mod.Bundle) -> tuple[dict, list, list]:
-    """The golden inputs and reference outputs, each checked against what golden.json declares before it is read."""
+def golden_vectors(bundle: bundle_mod.Bundle, group=None) -> tuple[dict, list, list]:
+    """The golden inputs and reference outputs of `group` (a contracts.GoldenGroup; default the main one), each
+    checked against what golden.json declares before it is read."""
     from .data import read_npy
 
-    golden = bundle.manifest["golden"]
+    golden = bundle.manifest["golden"] if group is None else {"inputs": group.inputs, "outputs": group.outputs}
 
     def read(entry: dict) -> np.ndarray:
         return read_npy(bundle.path / entry["file"], BundleError, shape=tuple(entry["shape"]), dtype=entry["dtype"])
@@ -136,6 +137,14 @@ def golden_vectors(bundle: bundle_mod.Bundle) -> tuple[dict, list, list]:
     feeds = {i["name"]: read(i) for i in golden["inputs"]}
     reference = [read(o) for o in golden["outputs"]]
     return feeds, reference, [o["name"] for o in golden["outputs"]]
+
+
+def golden_groups(bundle: bundle_mod.Bundle) -> tuple:
+    """Every golden group of a checked bundle (contracts.GoldenGroup): the main one, then a dynamic-width bundle's
+    groups at other widths (golden.widths)."""
+    from .contracts import GoldenGroup
+
+    return GoldenGroup.all_of(bundle.manifest)
 
 
 def _emulation_line(emulation: dict | None) -> str:
@@ -169,6 +178,10 @@ def _count_lines(emulation: dict | None) -> list[str]:
     return lines
 
 
+def _samples(count: int) -> str:
+    return f"{count} golden sample{'' if count == 1 else 's'}"
+
+
 def replay_golden(path: Path) -> tuple[list[str], bool]:
     """Run the golden inputs through the bundle's x86 twin and apply the FP32 gates from the manifest."""
     from .contracts import Gates
@@ -180,11 +193,15 @@ def replay_golden(path: Path) -> tuple[list[str], bool]:
     if gates.twin_max_abs is None or gates.twin_min_cosine is None:
         raise BundleError(f"{path}: the manifest's config.gates lacks twin_max_abs / twin_min_cosine",
                           "rebuild the bundle with `edgekit build`")
-    feeds, reference, names = golden_vectors(bundle)
-    twin = LiteRunner(path / m["host_twin"]["file"], list(feeds)).run(feeds)
     tolerance = parity.Tolerance(gates.twin_max_abs, gates.twin_min_cosine)
-    checks = tolerance.checks("A", "x86 twin .nb vs golden", parity.compare(reference, twin, names))
-    lines = [f"replaying {m['golden']['count']} golden samples on {m['host_twin']['file']}"] + [c.line() for c in checks]
+    lines, checks = [], []
+    for group in golden_groups(bundle):      # a fresh predictor per group: a Lite x86 predictor keeps one width
+        feeds, reference, names = golden_vectors(bundle, group)
+        twin = LiteRunner(path / m["host_twin"]["file"], list(feeds)).run(feeds)
+        found = tolerance.checks("A", f"x86 twin .nb vs golden{group.label}", parity.compare(reference, twin, names))
+        lines += [f"replaying {_samples(group.count)}{group.label} on {m['host_twin']['file']}"]
+        lines += [c.line() for c in found]
+        checks += found
     return lines, all(c.passed for c in checks)
 
 
@@ -201,18 +218,24 @@ def replay_golden_emulated(path: Path, settings, timeout: float) -> tuple[list[s
     if abi is None:
         raise BundleError(f"{path} is an x86 bundle: its model.nb runs on the host already",
                           "use `edgekit parity BUNDLE` without --emulate")
-    feeds, reference, names = golden_vectors(bundle)
     emulator = Emulator.prepare(abi, settings, timeout)
-    expect = [InputSpec(i.name, i.shape, i.dtype) for i in ModelEntry.of(m).inputs]
     kept_nms = bool((m["model"].get("nms") or {}).get("kept"))      # rows of all samples + a count per sample
-    outputs, records = emulator.run(bundle.nb_file, feeds, expect, jobs=1, rows=kept_nms)
-    if kept_nms:
-        from .lite import nms
+    lines, checks = [], []
+    for group in golden_groups(bundle):      # one emulator launch per group (one tensor shape each)
+        feeds, reference, names = golden_vectors(bundle, group)
+        expect = [InputSpec(i.name, i.shape, i.dtype) for i in group.expect(ModelEntry.of(m).inputs)]
+        # a width group is a few fit_height line tensors (tiers.GOLDEN_WIDE_SAMPLES): one process each, side by side
+        jobs = 1 if group.width is None else group.count
+        outputs, records = emulator.run(bundle.nb_file, feeds, expect, jobs=jobs, rows=kept_nms)
+        if kept_nms:
+            from .lite import nms
 
-        (reference, outputs), names = nms.comparable(reference, outputs), names[:1]
-    checks = parity.golden_checks(m["golden"]["tolerances"], "C", f"{m['model']['target']} model.nb (emulated ARM) vs golden",
-                                  parity.compare(reference, outputs, names))
-    cpu = records[0].get("cpu", {})
-    lines = [f"replaying {m['golden']['count']} golden samples on model.nb under qemu ({abi}, runtime "
-             f"{records[0].get('runtime_version')}, {cpu.get('int8_kernel_path', '?')} INT8 kernels)"]
-    return lines + [c.line() for c in checks], all(c.passed for c in checks)
+            (reference, outputs), names = nms.comparable(reference, outputs), names[:1]
+        found = parity.golden_checks(m["golden"]["tolerances"], "C", f"{m['model']['target']} model.nb (emulated ARM) "
+                                     f"vs golden{group.label}", parity.compare(reference, outputs, names))
+        cpu = records[0].get("cpu", {})
+        lines += [f"replaying {_samples(group.count)}{group.label} on model.nb under qemu ({abi}, runtime "
+                  f"{records[0].get('runtime_version')}, {cpu.get('int8_kernel_path', '?')} INT8 kernels)"]
+        lines += [c.line() for c in found]
+        checks += found
+    return lines, all(c.passed for c in checks)

@@ -52,8 +52,13 @@ def import_onnx(rec: StageView) -> StageView:
     limits = parity.Tolerance(cfg.gates.import_max_abs, cfg.gates.import_min_cosine)
     # with data, a miss on seeded noise is not a refusal: import-metric judges the model on the data
     with_data = cfg.data.evaluation is not None or cfg.data.calibration is not None
+    spec = cfg.data.preprocess
+    free = None                   # a variable-width line model: its reshape targets made width-free first
+    if spec is not None and spec.dynamic_width and spec.layout == "NCHW" and len(cfg.model.inputs) == 1:
+        (image,) = cfg.model.inputs
+        free = (image.name, image.shape[1], spec.resize[0], (spec.resize[1], spec.width_step, spec.max_width))
     static, report = convert(cfg.model.model_file, _folder(rec, "export"), {s.name: s.shape for s in cfg.model.inputs},
-                             timeout=cfg.tool_timeout, limits=limits, refuse=not with_data)
+                             timeout=cfg.tool_timeout, limits=limits, refuse=not with_data, width_free=free)
     if cfg.model.description is not None:   # an inference.yml beside the .onnx that contradicts it is refused here
         report = dict(report, description=_described(cfg, static))
     return rec.with_(static=static, feeds=static.feeds, onnx_import=report)
@@ -445,11 +450,20 @@ def write_bundle(rec: StageView) -> StageView:
         tolerances[floors[0]] = floors[1]          # "detections" (matched boxes) or "masks" (pixel agreement)
     golden = bundle_mod.write_golden(staging / "golden", golden_in.inputs, ref_golden, rec.static.fetches,
                                      tolerances, golden_in.labels)
+    spec = cfg.data.preprocess
+    wide = tiers.wide_feeds(golden_in.inputs, spec, tiers.GOLDEN_WIDE_SAMPLES) \
+        if spec is not None and spec.dynamic_width else None
+    if wide is not None and all(wide[n].shape[1:] == golden_in.inputs[n].shape[1:] for n in wide):
+        wide = None             # already max_width wide: no other width to add
+    if wide is not None:        # the golden inputs are resize[1] wide: a group at max_width replays another width
+        golden["widths"] = [bundle_mod.write_golden_width(staging / "golden", spec.max_width, wide, reference.run(wide),
+                                                          rec.static.fetches)]
     images = _golden_images(cfg, evaluation, golden_in)
     if images:
         golden["images"] = bundle_mod.write_golden_images(
             staging / "golden" / "images", images, cfg.data.preprocess, rec.static.feed_names[0], reference.run,
             evaluation.task.postprocess if evaluation.task else None)
+    if wide is not None or images:
         bundle_mod.write_golden_index(staging / "golden", golden)
     contracts.PreprocessFile(tuple(rec.static.feed_names), cfg.data.preprocess).write(staging)
     if cfg.data.labels:

@@ -126,6 +126,24 @@ def tier_a(report: parity.ParityReport, static: StaticModel, evaluation: EvalSet
 
 
 WIDE_SAMPLES = 2            # evaluation samples re-run at max_width for a dynamic-width spec
+GOLDEN_WIDE_SAMPLES = 1     # golden samples a dynamic-width bundle also carries at max_width: every replay runs them,
+                            # and one 48x1280 FP32 PP-OCRv4 rec line takes ~30 s under qemu
+
+
+def wide_feeds(inputs: Mapping[str, np.ndarray], spec, count: int = WIDE_SAMPLES) -> dict | None:
+    """The first `count` samples padded on the right to max_width with pad_value, as `PreprocessSpec.apply` pads a
+    line narrower than its tensor (tier A's run at max_width, and the bundle's golden group at that width); None
+    when an input is not an image tensor at most max_width wide."""
+    axis = 3 if spec.layout == "NCHW" else 2
+    feeds = {}
+    for name, x in inputs.items():
+        x = np.asarray(x[:count], np.float32)
+        if x.ndim != 4 or x.shape[axis] > spec.max_width:
+            return None
+        pad = [(0, 0)] * 4
+        pad[axis] = (0, spec.max_width - x.shape[axis])
+        feeds[name] = np.pad(x, pad, constant_values=np.float32(spec.pad_value))
+    return feeds
 
 
 def tier_a_wide(report: parity.ParityReport, static: StaticModel, twin_nb, evaluation: EvalSet, spec,
@@ -138,15 +156,9 @@ def tier_a_wide(report: parity.ParityReport, static: StaticModel, twin_nb, evalu
     from .export import StaticRunner
     from .lite.runtime import LiteRunner
 
-    axis = 3 if spec.layout == "NCHW" else 2
-    feeds = {}
-    for name, x in evaluation.inputs.items():
-        x = np.asarray(x[:WIDE_SAMPLES], np.float32)
-        if x.ndim != 4 or x.shape[axis] > spec.max_width:
-            return report
-        pad = [(0, 0)] * 4
-        pad[axis] = (0, spec.max_width - x.shape[axis])
-        feeds[name] = np.pad(x, pad, constant_values=np.float32(spec.pad_value))
+    feeds = wide_feeds(evaluation.inputs, spec)
+    if feeds is None:
+        return report
     try:
         reference = StaticRunner(static).run(feeds)
     except Exception as exc:                       # Paddle's own shape checks: the graph is not width-free
@@ -154,8 +166,8 @@ def tier_a_wide(report: parity.ParityReport, static: StaticModel, twin_nb, evalu
         why = next((line for line in lines if "InvalidArgument" in line), lines[-1])[:240]
         raise ParityError(f"preprocess width_mode dynamic: the model does not run at max_width {spec.max_width} "
                           f"({why})",
-                          "make the model's reshapes width-free before conversion (for PP-OCRv4 rec: "
-                          "python -m edgekit.examples.ppocr.free_width), or use width_mode = \"fixed\"") from None
+                          "the graph fixes the width outside its reshape targets (which the ONNX import makes "
+                          "width-free): export it with a dynamic width, or use width_mode = \"fixed\"") from None
     twin = LiteRunner(twin_nb, list(feeds)).run(feeds)
     stats = parity.compare(*comparable(static, reference, twin), static.fetches)
     return report.extended(checks=twin_tolerance(gates).checks("A", f"x86 twin .nb vs reference at width {spec.max_width}",

@@ -1,7 +1,8 @@
 """Stage `export` for ONNX models: X2Paddle in a child process, checked against ONNX Runtime.
 
-    model.onnx -> copy with input shapes fixed -> simplified (simplify.py: onnxsim's shape
-    inference and constant folding; checked in ONNX Runtime) -> legalised (legalize.py: ops
+    model.onnx -> (a variable width: computed reshape targets made width-free, width_free.py) -> copy
+    with input shapes fixed -> simplified (simplify.py: onnxsim's shape inference and constant folding;
+    checked in ONNX Runtime) -> legalised (legalize.py: ops
     X2Paddle lacks rewritten, constant axes inputs in a form X2Paddle's shape inference reads,
     opset > 15 converted down; checked in ONNX Runtime) -> names sanitised -> X2Paddle (child
     process, scratch working directory) -> Paddle inference model -> checked against ONNX
@@ -41,6 +42,7 @@ from edgekit.errors import ConfigError, ExportError, InputModelError, ToolError
 from edgekit.parity import Tolerance
 
 from . import import_gate, legalize, onnxrt, simplify
+from . import width_free as width_free_mod
 from . import program as prog
 
 log = logging.getLogger(__name__)
@@ -479,7 +481,8 @@ def _require_tools() -> None:
 def import_onnx(onnx_path: Path, out_dir: Path, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
                 timeout: float = 600.0, *, probe_shapes: Mapping[str, tuple[int, ...]] | None = None,
                 seed: int = 0, limits: Tolerance = Tolerance(ORT_MAX_ABS, ORT_MIN_COSINE),
-                refuse: bool = True) -> tuple[StaticModel, dict]:
+                refuse: bool = True, width_free: tuple[str, int, int, tuple[int, int, int]] | None = None
+                ) -> tuple[StaticModel, dict]:
     """Convert `onnx_path` into `out_dir/model.pdmodel` + `model.pdiparams`, checked against ONNX Runtime.
 
     `input_shapes` (ONNX input name -> dims, -1 keeps a dim dynamic) are written into
@@ -490,7 +493,9 @@ def import_onnx(onnx_path: Path, out_dir: Path, input_shapes: Mapping[str, tuple
     an import report: source file, tool versions, the legalisation (rewrites, opset
     conversion, their ONNX Runtime check), the X2Paddle command, original -> sanitised
     names, ONNX -> Paddle feed and fetch names, and the check. Nothing is written to
-    `out_dir` unless the checks pass.
+    `out_dir` unless the checks pass. `width_free` = (input, channels, height, (resize width, width_step,
+    max_width)) for a variable-width model: its computed reshape targets are made width-free first
+    (width_free.py), before the input shapes are fixed.
     """
     _require_tools()
     import onnx
@@ -498,6 +503,14 @@ def import_onnx(onnx_path: Path, out_dir: Path, input_shapes: Mapping[str, tuple
     onnx_path = Path(onnx_path).absolute()
     out_dir = Path(out_dir).absolute()
     source = load_onnx(onnx_path)
+    free_report = None
+    if width_free is not None:
+        name, channels, height, widths = width_free
+        free, free_report = width_free_mod.rewrite(source, name, channels, height, widths, onnx_path.name)
+        if free_report is not None:
+            log.info("made %d reshape target(s) width-free (checked in ONNX Runtime at widths %s, max abs %.3g)",
+                     len(free_report["reshapes"]), sorted({w for _, w in free_report["checks"]}), free_report["max_abs"])
+            source = free
     fixed = fix_input_shapes(source, dict(input_shapes or {}))
     fixed_inputs = {vi.name: input_shape(vi) for vi in graph_inputs(fixed)}
     draws = _probe_inputs(fixed, fixed_inputs, dict(probe_shapes or {}), seed)   # shape errors before the slow part
@@ -537,6 +550,7 @@ def import_onnx(onnx_path: Path, out_dir: Path, input_shapes: Mapping[str, tuple
                    "ir_version": source.ir_version, "producer": f"{source.producer_name} {source.producer_version}".strip()},
         "versions": {"x2paddle": result.get("x2paddle"), "paddle": result.get("paddle"), "onnx": onnx.__version__,
                      "onnxruntime": _version("onnxruntime")},
+        "width_free": free_report,
         "simplify": simplify_report,
         "legalise": legal_report,
         "x2paddle": command,

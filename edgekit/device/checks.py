@@ -23,9 +23,11 @@ from .preflight import Prepared
 from .results import CheckResult
 
 
-def golden(p: Prepared, outputs: Sequence[Sequence[np.ndarray]], device_id: str) -> tuple[dict, list[CheckResult]]:
-    """(worst cosine and max abs per output, one check per golden tolerance and output)."""
-    subject = f"model.nb on {device_id} vs golden"
+def golden(p: Prepared, outputs: Sequence[Sequence[np.ndarray]], device_id: str,
+           label: str = "") -> tuple[dict, list[CheckResult]]:
+    """(worst cosine and max abs per output, one check per golden tolerance and output); `label` names a golden
+    group at another width (" at width 1280"), whose reference `p` then holds."""
+    subject = f"model.nb on {device_id} vs golden{label}"
     worst: dict[tuple[str, str], parity.Check] = {}
     figures: dict[str, dict] = {}
     for outs in outputs:
@@ -48,7 +50,7 @@ def golden(p: Prepared, outputs: Sequence[Sequence[np.ndarray]], device_id: str)
         for s in found:
             seen = figures.setdefault(s.output, {"cosine": s.cosine, "max_abs": s.max_abs})
             seen.update(cosine=min(seen["cosine"], s.cosine), max_abs=max(seen["max_abs"], s.max_abs))
-    checks = [CheckResult(f"golden {c.metric} [{c.output}]", "passed" if c.passed else "failed",
+    checks = [CheckResult(f"golden{label} {c.metric} [{c.output}]", "passed" if c.passed else "failed",
                           f"{c.value:.6g} ({'≥' if c.higher_is_better else '≤'} {c.limit:g}), worst of "
                           f"{len(outputs)} launches", value=c.value, limit=c.limit) for c in worst.values()]
     return figures, checks

@@ -41,6 +41,16 @@ class Runtime:
 
 
 @dataclass(frozen=True)
+class WideGolden:
+    """A dynamic-width bundle's golden group at another tensor width (contracts.GoldenGroup): one more launch a cell."""
+
+    width: int
+    feeds: Mapping[str, Path]                  # input name -> its golden .npy in the bundle
+    reference: tuple[np.ndarray, ...]
+    expect: tuple[str, ...]                    # the model's inputs with the width axis free
+
+
+@dataclass(frozen=True)
 class Prepared:
     """One bundle as the suite runs it, or why it cannot run (`error`, found in `phase`)."""
 
@@ -59,6 +69,7 @@ class Prepared:
     eval_source: str | None = None
     rows: bool = False                         # an NMS op kept in the graph: rows + a count per sample (--rows)
     task: object | None = None                 # a detection/segmentation task (task.json): golden detections / masks
+    wide: tuple[WideGolden, ...] = ()          # golden groups at other widths (preprocess width_mode = "dynamic")
 
     @property
     def key(self) -> str:
@@ -91,7 +102,7 @@ def prepare(index: int, path: Path, runtimes: dict[str, Runtime], lite_arm: Path
             eval_data: Path | None, eval_samples: int) -> Prepared:
     """One bundle through every host-side check; host problems (no runtime, no compiler) raise."""
     from .. import bundle as bundle_mod
-    from ..inspection import golden_vectors, verified
+    from ..inspection import golden_groups, golden_vectors, verified
     from ..lite.nbfile import read_header
     from ..tables import TARGETS, Target
 
@@ -128,6 +139,8 @@ def prepare(index: int, path: Path, runtimes: dict[str, Runtime], lite_arm: Path
     feeds, reference, names = golden_vectors(bundle)
     golden = m["golden"]
     expect = tuple(i.text for i in ModelEntry.of(m).inputs)
+    wide = tuple(WideGolden(g.width, {i["name"]: path / i["file"] for i in g.inputs}, tuple(golden_vectors(bundle, g)[1]),
+                            tuple(d.text for d in g.expect(ModelEntry.of(m).inputs))) for g in golden_groups(bundle)[1:])
     evaluation = None
     if eval_data is not None:
         try:
@@ -137,7 +150,7 @@ def prepare(index: int, path: Path, runtimes: dict[str, Runtime], lite_arm: Path
     return Prepared(index, info, None, "ready", bundle.nb_file, abi,
                     {i["name"]: path / i["file"] for i in golden["inputs"]}, tuple(reference), tuple(names),
                     golden["tolerances"], expect, evaluation, str(eval_data) if eval_data else None,
-                    bool((m["model"].get("nms") or {}).get("kept")), _golden_task(path))
+                    bool((m["model"].get("nms") or {}).get("kept")), _golden_task(path), wide)
 
 
 def _golden_task(path: Path):

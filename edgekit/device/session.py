@@ -68,7 +68,7 @@ class DeviceSession:
             runner, library = self._local_binaries(self.runtimes[p.abi])
             t.push([library, runner], f"{t.session}/{p.abi}", executable=True)
             self.runners[p.abi] = f"{t.session}/{p.abi}/{runner.name}"
-        t.push([p.nb_file, *p.feeds.values()], folder)
+        t.push([p.nb_file, *p.feeds.values(), *(f for w in p.wide for f in w.feeds.values())], folder)
         return folder
 
     def _local_binaries(self, runtime: Runtime) -> tuple[Path, Path]:

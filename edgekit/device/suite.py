@@ -253,6 +253,9 @@ def _cell(cfg: SuiteConfig, session: DeviceSession, p: Prepared, entry: Mapping 
             launch, outs = session.launch(p, folder, f"launch-{i + 1}", cfg.warmup, cfg.iterations)
             launches.append(launch)
             outputs.append(outs)
+        phase = "golden widths"          # a dynamic-width bundle's golden groups at other widths: one launch each
+        wide = [(w, session.launch(replace(p, feeds=w.feeds, expect=w.expect), folder, f"width-{w.width}", 0, 0)[1])
+                for w in p.wide]
         if p.evaluation is not None:
             phase = "eval"
             evaluation = session.evaluate(p, folder)
@@ -274,6 +277,8 @@ def _cell(cfg: SuiteConfig, session: DeviceSession, p: Prepared, entry: Mapping 
             launches.append(exc.launch)
         return _failed_cell(p, session.spec, session.facts, exc, phase, done, launches, time.monotonic() - start)
     figures, golden = checks.golden(p, outputs, session.spec.id)
+    for w, outs in wide:
+        golden += checks.golden(replace(p, reference=w.reference), [outs], session.spec.id, f" at width {w.width}")[1]
     digests = [launch["output_sha256"] for launch in launches]
     done += golden + [checks.determinism(digests)]
     matched = {}                               # {"detections" | "masks": figures}

@@ -1,5 +1,5 @@
-"""Variable-width lines (issue 23): the PP-OCRv4 rec example built with `rec_dynamic.toml` on the width-free
-rewrite reads a long DejaVu line that the fixed 48x320 input squeezes out of shape, through the bundle's own
+"""Variable-width lines (issue 23): the PP-OCRv4 rec example built with `rec_dynamic.toml` on the source ONNX (the
+import makes its reshapes width-free) reads a long DejaVu line that the fixed 48x320 input squeezes out of shape, through the bundle's own
 preprocess.json on the x86 twin. Full figures: bench/bench_long_lines.py (30 long lines: fixed 0 %, variable
 96.7 % exact match)."""
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from edgekit.data import PreprocessSpec
-from edgekit.examples.ppocr import free_width, lines, make_data, models
+from edgekit.examples.ppocr import lines, make_data, models
 from edgekit.predict import BundleModel
 
 pytestmark = pytest.mark.e2e
@@ -28,10 +28,9 @@ def dynamic_bundle(cli, tmp_path_factory):
     if why:                          # native/install-deps.sh (which ./run tests calls as root) installs them
         pytest.fail(why)
     root = tmp_path_factory.mktemp("long-lines")
-    make_data.make_data(root / "data", seed=0, counts=make_data.Counts(det_calib=1, det_eval=1, rec_calib=1, rec_eval=4,
+    make_data.make_data(root / "data", seed=0, counts=make_data.Counts(det_calib=1, det_eval=1, rec_calib=1, rec_eval=2,
                                                                         cls_calib=1, cls_eval=1))
-    source = free_width.free_width(models.model_path("rec"), root / "rec_free_width.onnx")
-    cli("build", "-c", EXAMPLE / "rec_dynamic.toml", "-m", source, "--eval", root / "data" / "rec_eval.npz",
+    cli("build", "-c", EXAMPLE / "rec_dynamic.toml", "-m", models.model_path("rec"), "--eval", root / "data" / "rec_eval.npz",
         "--quant", "fp32", "--target", "arm64", "--no-emulation", "--out", root / "out", "--quiet")
     return root / "out" / "ppocrv4-rec-dynamic" / "arm64-fp32"
 
@@ -58,13 +57,54 @@ def test_a_long_line_is_read_at_its_own_width_and_misread_at_320(dynamic_bundle)
     assert np.array_equal(model.tensor(short), fixed.tensor(short))
 
 
-def test_a_model_whose_graph_fixes_the_width_is_refused_in_one_line(cli, dynamic_bundle, tmp_path):
-    """The source rec ONNX (reshapes folded for width 320 by X2Paddle) under rec_dynamic.toml: tier A's run at
-    max_width fails in Paddle, the build stops with exit 9 and the fix, and writes no bundle."""
+def test_the_import_made_the_source_reshapes_width_free(dynamic_bundle):
+    """The rapidocr rec ONNX as it comes: the import measured its six computed Reshape targets at three (batch,
+    width) probes and wrote them as constants that hold at every width (export/width_free.py)."""
+    free = json.loads((dynamic_bundle / "manifest.json").read_text())["onnx_import"]["width_free"]
+    assert len(free["reshapes"]) == 6 and free["dropped_nodes"] > 0 and free["max_abs"] <= 1e-4   # measured 1.4e-6
+    assert all(r["constant"].count(-1) <= 1 for r in free["reshapes"])
+    assert [1, 1280] in free["checks"]
+
+
+def test_a_model_whose_input_fixes_the_width_is_refused_in_one_line(cli, dynamic_bundle, tmp_path):
+    """The same ONNX with its input declared 48x320: ONNX Runtime cannot run it at the probe widths, so the import
+    refuses it under rec_dynamic.toml with ONNX Runtime's reason (exit 3), and no bundle is written."""
+    import onnx
+
+    from edgekit.export.onnx_import import fix_input_shapes
+
+    fixed = tmp_path / "rec_320.onnx"
+    onnx.save(fix_input_shapes(onnx.load(str(models.model_path("rec"))), {models.INPUT_NAME: (-1, 3, 48, 320)}),
+              str(fixed))
     data = dynamic_bundle.parents[2] / "data"
-    result = cli("build", "-c", EXAMPLE / "rec_dynamic.toml", "-m", models.model_path("rec"), "--eval",
-                 data / "rec_eval.npz", "--quant", "fp32", "--target", "arm64", "--no-emulation", "--out", tmp_path / "out",
-                 "--quiet", ok=False)
-    assert result.exit_code == 9, result.output
-    assert "does not run at max_width 1280" in result.output and "free_width" in result.output
+    result = cli("build", "-c", EXAMPLE / "rec_dynamic.toml", "-m", fixed, "--eval", data / "rec_eval.npz", "--quant",
+                 "fp32", "--target", "arm64", "--no-emulation", "--out", tmp_path / "out", "--quiet", ok=False)
+    assert result.exit_code == 3, result.output
+    assert "rec_320.onnx: the model does not run at (batch, width) [(1, 320), (2, 480), (1, 640)] in ONNX Runtime" \
+        in result.output, result.output
+    assert "width_mode = \"fixed\"" in result.output
     assert not list((tmp_path / "out").rglob("manifest.json"))
+
+
+def test_the_bundle_carries_golden_vectors_at_max_width_and_parity_replays_them(cli, dynamic_bundle):
+    """The evaluation tensors are all 48x320, so the build adds a golden group at max_width: the first golden
+    input padded with pad_value as PreprocessSpec pads a narrow line, with the FP32 reference's outputs there."""
+    m = json.loads((dynamic_bundle / "manifest.json").read_text())
+    (group,) = m["golden"]["widths"]
+    assert (group["width"], group["count"], group["inputs"][0]["shape"]) == (1280, 1, [1, 3, 48, 1280])
+    assert json.loads((dynamic_bundle / "golden" / "golden.json").read_text())["widths"] == [group]
+    assert all(t["file"] in m["files"] for t in group["inputs"] + group["outputs"])     # checksummed like the rest
+    main = np.load(dynamic_bundle / m["golden"]["inputs"][0]["file"])[:1]
+    wide = np.load(dynamic_bundle / group["inputs"][0]["file"])
+    assert np.array_equal(wide[..., :320], main) and (wide[..., 320:] == np.float32(0.0)).all()
+    assert np.load(dynamic_bundle / group["outputs"][0]["file"]).shape[:2] == (1, 160)  # 160 CTC steps at 1280
+    replay = cli("parity", dynamic_bundle)
+    assert "✓ tier A x86 twin .nb vs golden at width 1280" in replay.output and "✗" not in replay.output, replay.output
+
+
+def test_parity_emulate_replays_the_max_width_group_on_model_nb(cli, dynamic_bundle, lite_arm):
+    replay = cli("parity", dynamic_bundle, "--emulate", "--lite-arm", lite_arm)
+    assert "replaying 1 golden sample at width 1280 on model.nb under qemu" in replay.output, replay.output
+    assert "✓ tier C arm64 model.nb (emulated ARM) vs golden at width 1280" in replay.output, replay.output
+    assert "✗" not in replay.output, replay.output
+    print(replay.output)

@@ -151,3 +151,40 @@ EK_TEST(untrusted, golden_sample_counts_are_checked) {
   EK_CHECK(first.at("tensor").at("differing").as_int() == 4);
   EK_CHECK_ERROR(golden.check_image(model, 1, ImageView::gray(pixels, 2, 2)), input, "so no sample 1");
 }
+
+// Issue 23: a dynamic-width bundle's golden groups at other widths (golden.json's "widths") replay like the
+// main group, at their own shape; a malformed entry or a group whose files do not fit is refused by name.
+EK_TEST(untrusted, golden_width_groups_replay_and_are_checked) {
+  const std::string wide =
+      ", \"widths\": [{\"width\": 4, \"count\": 2, \"inputs\": [{\"name\": \"x\", \"file\": \"golden/w4_input_0.npy\"}], "
+      "\"outputs\": [{\"name\": \"y\", \"file\": \"golden/w4_output_0.npy\"}]}]";
+  auto set_with = [&](const test::TempDir& dir, const std::string& widths, Shape wide_output) {
+    return write_set(dir, {{"golden/golden.json", golden_json("golden/input_0.npy", widths)},
+                           {"golden/input_0.npy", npy_of({2, 1, 2, 2})},
+                           {"golden/output_0.npy", npy_of({2, 2})},
+                           {"golden/w4_input_0.npy", npy_of({2, 1, 2, 4})},
+                           {"golden/w4_output_0.npy", npy_of(std::move(wide_output))}});
+  };
+  test::TempDir good, bad_output, not_a_list, no_width;
+  const AssetSet set = open_assets(set_with(good, wide, {2, 2}), kVersion);
+  Model model(set.model("m"), std::make_unique<FakeEngine>());
+  const Json out = GoldenSet(model.assets()).replay_vectors(model);
+  EK_CHECK(out.at("ok").as_bool());
+  EK_CHECK_EQ(out.at("widths").items().size(), std::size_t{1});
+  const Json& group = out.at("widths").at(0);
+  EK_CHECK_EQ(group.at("width").as_int(), std::int64_t{4});
+  EK_CHECK_EQ(group.at("samples").as_int(), std::int64_t{2});
+  EK_CHECK(group.at("ok").as_bool());
+
+  const AssetSet other = open_assets(set_with(bad_output, wide, {2, 3}), kVersion);
+  Model m2(other.model("m"), std::make_unique<FakeEngine>());
+  EK_CHECK_ERROR(GoldenSet(m2.assets()).replay_vectors(m2), run, "an output has 4 values, the golden file 6");
+
+  const AssetSet listless = open_assets(set_with(not_a_list, ", \"widths\": {\"width\": 4}", {2, 2}), kVersion);
+  Model m3(listless.model("m"), std::make_unique<FakeEngine>());
+  EK_CHECK_ERROR(GoldenSet(m3.assets()).replay_vectors(m3), input, "golden.json's widths is");
+
+  const AssetSet widthless = open_assets(set_with(no_width, ", \"widths\": [{\"count\": 2}]", {2, 2}), kVersion);
+  Model m4(widthless.model("m"), std::make_unique<FakeEngine>());
+  EK_CHECK_ERROR(GoldenSet(m4.assets()).replay_vectors(m4), input, "not a group with a width");
+}

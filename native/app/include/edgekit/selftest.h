@@ -65,6 +65,8 @@ class GoldenSet {
   // Absolute paths of the golden source images, in order.
   const std::vector<std::string>& image_files() const { return image_files_; }
 
+  // The golden vectors, then a dynamic-width bundle's groups at other widths (golden.json's "widths", each
+  // judged alike): the main group's {"samples", "outputs", "ok", ...} plus "widths": [{"width", ...}].
   Json replay_vectors(Model& model) const;
   // One golden image, decoded by the caller (pixels as the platform decodes them).
   Json check_image(Model& model, std::size_t index, const ImageView& image) const;
@@ -72,6 +74,8 @@ class GoldenSet {
   Json check_images(Model& model) const;
 
  private:
+  Json replay_group(Model& model, const Json& group) const;  // {"inputs", "outputs"} of golden.json
+
   ModelAssets assets_;  // its verified files are the only ones golden.json may name
   Json golden_;
   Tolerances tolerances_;
