@@ -85,14 +85,34 @@ def write_golden_images(folder: Path, files: Sequence[Path], spec, feed: str, ru
         name = f"{i:04d}{source.suffix.lower()}"
         shutil.copyfile(source, folder / name)
         names.append(f"golden/images/{name}")
-    tensors = np.stack([spec.apply(decode_image(Path(f))) for f in files])
-    outputs = run({feed: tensors})
-    np.save(folder / "input.npy", tensors, allow_pickle=False)
+    tensors = [spec.apply(decode_image(Path(f))) for f in files]
+    if len({t.shape for t in tensors}) > 1:      # a variable-width spec: lines of other widths, a file each
+        return _golden_images_apart(folder, names, tensors, feed, run, postprocess)
+    stacked = np.stack(tensors)
+    outputs = run({feed: stacked})
+    np.save(folder / "input.npy", stacked, allow_pickle=False)
     for i, out in enumerate(outputs):
         np.save(folder / f"output_{i}.npy", np.ascontiguousarray(out), allow_pickle=False)
     return {"files": names, "input": "golden/images/input.npy",
             "outputs": [f"golden/images/output_{i}.npy" for i in range(len(outputs))],
             "results": postprocess(outputs) if postprocess else None}
+
+
+def _golden_images_apart(folder: Path, names: list[str], tensors: Sequence[np.ndarray], feed: str, run,
+                         postprocess) -> dict:
+    """Golden images whose tensors differ in shape (a dynamic width): per image its tensor [1, ...] and the FP32
+    reference outputs on it, `per_image` in golden.json (the app self-test reads either form)."""
+    per, results = [], []
+    for k, tensor in enumerate(tensors):
+        outputs = run({feed: tensor[None]})
+        np.save(folder / f"input_{k:04d}.npy", tensor[None], allow_pickle=False)
+        for i, out in enumerate(outputs):
+            np.save(folder / f"output_{k:04d}_{i}.npy", np.ascontiguousarray(out), allow_pickle=False)
+        per.append({"input": f"golden/images/input_{k:04d}.npy",
+                    "outputs": [f"golden/images/output_{k:04d}_{i}.npy" for i in range(len(outputs))]})
+        if postprocess:
+            results.extend(postprocess(outputs))
+    return {"files": names, "per_image": per, "results": results if postprocess else None}
 
 
 def file_table(root: Path) -> dict:

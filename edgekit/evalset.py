@@ -75,15 +75,22 @@ class EvalSet:
         return hashlib.sha256(f"{self.samples.digest(with_labels=True)}|{truth}".encode()).hexdigest()
 
 
-def synthetic(feeds: Sequence[InputSpec], count: int) -> Samples:
-    """Seeded N(0, 1) inputs (0/1 for integer feeds) when no data is given."""
+def synthetic(feeds: Sequence[InputSpec], count: int, layout: str = "NCHW") -> Samples:
+    """Seeded N(0, 1) inputs (0/1 for integer feeds) when no data is given; PaddleDetection's im_shape and
+    scale_factor beside one image hold what image data would feed them (`data.with_geometry`)."""
+    from .data import GEOMETRY_FEEDS, with_geometry
+
     rng = np.random.default_rng(0)
     inputs = {}
     for spec in feeds:
         shape = spec.concrete(count)
         inputs[spec.name] = rng.standard_normal(shape).astype(spec.dtype) if spec.dtype.startswith("float") \
             else rng.integers(0, 2, shape).astype(spec.dtype)
-    return Samples(inputs, None, (), "synthetic N(0,1), seed 0")
+    samples = Samples(inputs, None, (), "synthetic N(0,1), seed 0")
+    images = [s.name for s in feeds if s.name not in GEOMETRY_FEEDS]
+    if len(images) < len(feeds) and len(images) == 1 and inputs[images[0]].ndim == 4:
+        samples = with_geometry(samples, [s.name for s in feeds], images[0], layout)
+    return samples
 
 
 def load_for(cfg: BuildConfig, feeds: Sequence[InputSpec], path: Path, aliases: Mapping[str, str] | None = None) -> Samples:

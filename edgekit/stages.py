@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import shutil
 from pathlib import Path
+from typing import Sequence
 
 from . import bundle as bundle_mod
 from . import contracts, parity, tiers
@@ -54,9 +55,13 @@ def import_onnx(rec: StageView) -> StageView:
     with_data = cfg.data.evaluation is not None or cfg.data.calibration is not None
     spec = cfg.data.preprocess
     free = None                   # a variable-width line model: its reshape targets made width-free first
-    if spec is not None and spec.dynamic_width and spec.layout == "NCHW" and len(cfg.model.inputs) == 1:
-        (image,) = cfg.model.inputs
-        free = (image.name, image.shape[1], spec.resize[0], (spec.resize[1], spec.width_step, spec.max_width))
+    if spec is not None and spec.dynamic_width:
+        if spec.layout == "NCHW" and len(cfg.model.inputs) == 1:
+            (image,) = cfg.model.inputs
+            free = (image.name, image.shape[1], spec.resize[0], (spec.resize[1], spec.width_step, spec.max_width))
+        else:
+            log.warning("width_mode dynamic: reshape targets left as they are (width-free reshapes need one NCHW "
+                        "input declared in [model] inputs)")
     static, report = convert(cfg.model.model_file, _folder(rec, "export"), {s.name: s.shape for s in cfg.model.inputs},
                              timeout=cfg.tool_timeout, limits=limits, refuse=not with_data, width_free=free)
     if cfg.model.description is not None:   # an inference.yml beside the .onnx that contradicts it is refused here
@@ -89,7 +94,8 @@ def read_data(rec: StageView) -> StageView:
     evaluation = evaluation_set(cfg, rec.feeds, rec.aliases)
     calibration = load_for(cfg, rec.feeds, cfg.data.calibration, rec.aliases) if cfg.data.calibration else None
     if evaluation is None:    # parity then uses the calibration data (optimistic for int8), else seeded noise
-        evaluation = evaluation_set(cfg, rec.feeds, fallback=calibration if calibration is not None else synthetic(rec.feeds, 16))
+        fallback = calibration if calibration is not None else synthetic(rec.feeds, 16, _layout(cfg))
+        evaluation = evaluation_set(cfg, rec.feeds, fallback=fallback)
     return rec.with_(evaluation=evaluation, calibration=calibration)
 
 
@@ -99,7 +105,7 @@ def export_factory(rec: StageView) -> StageView:
     from .export import export_dygraph
 
     cfg = rec.cfg
-    probe = rec.evaluation.samples if cfg.data.evaluation else synthetic(rec.feeds, 4)
+    probe = rec.evaluation.samples if cfg.data.evaluation else synthetic(rec.feeds, 4, _layout(cfg))
     static = export_dygraph(cfg.model, _folder(rec, "export"), dict(probe.head(8).inputs))
     return rec.with_(static=static)
 
@@ -110,7 +116,7 @@ def export_paddle3(rec: StageView) -> StageView:
     from .export.pir import export_paddle3_factory
 
     cfg = rec.cfg
-    probe = rec.evaluation.samples if cfg.data.evaluation else synthetic(rec.feeds, 4)
+    probe = rec.evaluation.samples if cfg.data.evaluation else synthetic(rec.feeds, 4, _layout(cfg))
     static, report = export_paddle3_factory(cfg.model, _folder(rec, "export"), dict(probe.head(8).inputs), cfg.tool_timeout)
     return rec.with_(static=static, paddle3=report)
 
@@ -169,12 +175,18 @@ def bind_geometry(rec: StageView) -> StageView:
     names = geometry.bound_feeds(rec.static.feeds)
     if not names:
         return rec
-    if rec.paddle3 is not None or rec.onnx_import is not None:
-        raise ConversionError(f"inputs {', '.join(names)} beside the image are bound only in Paddle 2 programs (a "
-                              "factory or a .pdmodel) so far", "export the detector from PaddleDetection as a "
-                              ".pdmodel, or without those inputs")
-    static, entry = geometry.bind(rec.static, names, rec.work / "geometry", dict(rec.evaluation.samples.head(8).inputs))
+    if rec.paddle3 is not None or rec.onnx_import is not None:   # their references were taken with the inputs fed
+        why = "a Paddle 3 program" if rec.paddle3 is not None else "an ONNX import"
+        log.warning("%s of %s not bound into the graph: the bundle keeps them as inputs", ", ".join(names), why)
+        return rec.with_(geometry={"bound": None, "inputs": list(names),
+                                   "why": f"{why}: bound only in Paddle 2 programs (a factory or a .pdmodel) so far"})
+    layout = _layout(rec.cfg)
+    static, entry = geometry.bind(rec.static, names, rec.work / "geometry", dict(rec.evaluation.samples.head(8).inputs),
+                                  layout)
     log.info("bound %s into the graph as %s", ", ".join(names), entry["bound"])
+    (image,) = [f.name for f in static.feeds]
+    if rec.calibration is not None:     # calibrated as the evaluation runs: with the values written in
+        geometry.check_fed(names, dict(rec.calibration.inputs), image, layout, "calibration")
     evaluation = EvalSet(rec.evaluation.samples.without(names), rec.evaluation.task, rec.evaluation.truth)
     calibration = rec.calibration.without(names) if rec.calibration is not None else None
     return rec.with_(static=static, feeds=static.feeds, evaluation=evaluation, calibration=calibration,
@@ -458,7 +470,7 @@ def write_bundle(rec: StageView) -> StageView:
     if wide is not None:        # the golden inputs are resize[1] wide: a group at max_width replays another width
         golden["widths"] = [bundle_mod.write_golden_width(staging / "golden", spec.max_width, wide, reference.run(wide),
                                                           rec.static.fetches)]
-    images = _golden_images(cfg, evaluation, golden_in)
+    images = _golden_images(cfg, evaluation, golden_in, rec.static.feed_names)
     if images:
         golden["images"] = bundle_mod.write_golden_images(
             staging / "golden" / "images", images, cfg.data.preprocess, rec.static.feed_names[0], reference.run,
@@ -499,18 +511,23 @@ def _golden_floors(rec: StageView) -> tuple[str, dict] | None:
     return key, task.golden_tolerance(task.match_outputs(rec.reference, rec.simulated), "B")
 
 
-def _golden_images(cfg: BuildConfig, evaluation, golden_in) -> list[Path]:
+def _golden_images(cfg: BuildConfig, evaluation, golden_in, feeds: Sequence[str]) -> list[Path]:
     """Source images for the apps' equality tests: the golden samples' own files when the evaluation data is an
     image folder, else the first `golden_count` of [data] images; none without a preprocessing spec."""
     from .data import image_files
 
-    if cfg.data.preprocess is None or len(cfg.model.inputs or evaluation.inputs) != 1:
+    if cfg.data.preprocess is None or len(feeds) != 1:          # the program's own inputs (geometry bound)
         return []
     if golden_in.files and cfg.data.evaluation is not None and cfg.data.evaluation.is_dir():
         return [cfg.data.evaluation / f for f in golden_in.files]
     if cfg.data.images is not None:
         return image_files(cfg.data.images)[:cfg.gates.golden_count]
     return []
+
+
+def _layout(cfg: BuildConfig) -> str:
+    """The image tensor's layout: the preprocessing's, NCHW without one."""
+    return cfg.data.preprocess.layout if cfg.data.preprocess is not None else "NCHW"
 
 
 def _folder(rec, name: str) -> Path:

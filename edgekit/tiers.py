@@ -166,8 +166,9 @@ def tier_a_wide(report: parity.ParityReport, static: StaticModel, twin_nb, evalu
         why = next((line for line in lines if "InvalidArgument" in line), lines[-1])[:240]
         raise ParityError(f"preprocess width_mode dynamic: the model does not run at max_width {spec.max_width} "
                           f"({why})",
-                          "the graph fixes the width outside its reshape targets (which the ONNX import makes "
-                          "width-free): export it with a dynamic width, or use width_mode = \"fixed\"") from None
+                          "export the model with a dynamic width (an ONNX model with one NCHW input gets its "
+                          "computed reshape targets made width-free on import), or use width_mode = \"fixed\""
+                          ) from None
     twin = LiteRunner(twin_nb, list(feeds)).run(feeds)
     stats = parity.compare(*comparable(static, reference, twin), static.fetches)
     return report.extended(checks=twin_tolerance(gates).checks("A", f"x86 twin .nb vs reference at width {spec.max_width}",

@@ -254,7 +254,7 @@ def _hardswish_input(graph: _Graph, add, clip) -> str | None:
     return None
 
 
-def _strip_fetch_scales(block, fetch_vars: list) -> list:
+def strip_fetch_scales(block, fetch_vars: list) -> list:
     """The identity `scale` ops paddle.static.save_inference_model put before each fetch, removed; their inputs fetched."""
     kept = []
     for var in fetch_vars:
@@ -278,7 +278,7 @@ def fold_program(model: StaticModel, out_dir: Path) -> tuple[StaticModel, dict] 
     with paddle.static.scope_guard(scope):
         program, feed_names, fetch_vars = paddle.static.load_inference_model(str(model.model_file.with_suffix("")), exe)
         block = program.global_block()
-        fetch_vars = _strip_fetch_scales(block, fetch_vars)    # saving adds them again: one per fetch, not two
+        fetch_vars = strip_fetch_scales(block, fetch_vars)    # saving adds them again: one per fetch, not two
         before = Counter(op.type for op in block.ops)
         graph = _Graph(block, scope, {v.name for v in fetch_vars})
         made = _recompose_activations(graph)

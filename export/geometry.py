@@ -33,53 +33,55 @@ BIND_MAX_ABS = 0.0        # the same values, fed or written into the graph: the 
 
 
 def bound_feeds(feeds: Sequence[InputSpec]) -> list[str]:
-    """The feeds of `feeds` that are PaddleDetection geometry inputs: named so, [N, 2] float32, beside one image feed."""
+    """The feeds of `feeds` that are PaddleDetection geometry inputs: so named, float32 [N, 2], beside one image
+    input [N, C, H, W]; [] for any other signature (such a model keeps its inputs, fed from the data)."""
     names = [f.name for f in feeds if f.name in GEOMETRY_FEEDS]
-    if not names:
-        return []
-    for f in feeds:
-        if f.name in names and (len(f.shape) != 2 or f.shape[1] != 2 or f.dtype != "float32"):
-            raise ConversionError(f"input {f.name!r} is {f.dtype} {list(f.shape)}; PaddleDetection's {f.name} is "
-                                  "float32 [N, 2] per image", f"rename the input if it is not PaddleDetection's {f.name}")
     images = [f for f in feeds if f.name not in names]
-    if len(images) != 1 or len(images[0].shape) != 4:
-        raise ConversionError(f"inputs {[f.name for f in feeds]}: {', '.join(names)} can be bound only beside one "
-                              "image input [N, C, H, W]", "export the detector with one image input")
+    if not names or len(images) != 1 or len(images[0].shape) != 4:
+        return []
+    if any(len(f.shape) != 2 or f.shape[1] != 2 or f.dtype != "float32" for f in feeds if f.name in names):
+        return []
     return names
 
 
-def bind(model: StaticModel, names: Sequence[str], out_dir: Path, samples: Mapping[str, np.ndarray]) -> tuple[
-        StaticModel, dict]:
-    """`model` with the geometry feeds `names` written in as the values `samples` feed them (`geometry_values`),
-    saved to `out_dir`; checked on `samples` against `model`. Returns the program and the manifest's record."""
+def tensor_size(shape: Sequence[int], layout: str) -> tuple[int, int]:
+    """(H, W) of an image tensor's `shape` in `layout` ("NCHW" or "NHWC")."""
+    return (int(shape[2]), int(shape[3])) if layout == "NCHW" else (int(shape[1]), int(shape[2]))
+
+
+def check_fed(names: Sequence[str], samples: Mapping[str, np.ndarray], image: str, layout: str, what: str) -> dict:
+    """The values the data feeds the geometry inputs `names`: each must be the tensor's own (`geometry_values`) for
+    every sample; {name: value}, else a one-line refusal naming the value expected."""
+    hw = tensor_size(samples[image].shape, layout)
+    values = {}
+    for n in names:
+        want = geometry_values(n, hw)
+        fed = np.asarray(samples[n], np.float32)
+        if fed.shape != (len(samples[image]), 2) or not (fed == want).all():
+            raise ConversionError(f"the {what} data feeds {n} values other than {want.tolist()} (the {layout} "
+                                  f"tensor's own geometry)", f"leave {n} out of the data: edgekit feeds it as the "
+                                  "tensor sees the image")
+        values[n] = want
+    return values
+
+
+def bind(model: StaticModel, names: Sequence[str], out_dir: Path, samples: Mapping[str, np.ndarray],
+         layout: str = "NCHW") -> tuple[StaticModel, dict]:
+    """`model` with the geometry feeds `names` written in as the values `samples` feed them (`check_fed`), saved to
+    `out_dir`; checked on `samples` against `model`. Returns the program and the manifest's record."""
     import paddle
+
+    from .fold import strip_fetch_scales
 
     (image,) = [f for f in model.feeds if f.name not in names]
     shape = samples[image.name].shape
-    layouts = {(int(shape[2]), int(shape[3])), (int(shape[1]), int(shape[2]))}      # NCHW or NHWC
-    values = {}
-    for n in names:                   # the build feeds exactly these: anything else is not what is written in
-        fed = np.asarray(samples[n], np.float32)
-        first = fed[0]
-        allowed = [geometry_values(n, hw) for hw in sorted(layouts)]
-        if not (fed == first).all() or not any(np.array_equal(first, a) for a in allowed):
-            raise ConversionError(f"the data feeds {n} values other than {allowed[0].tolist()} (the tensor's own "
-                                  "geometry)", f"leave {n} out of the data: edgekit feeds it as the tensor sees the "
-                                  "image")
-        values[n] = first
+    values = check_fed(names, samples, image.name, layout, "evaluation")
     paddle.enable_static()
     scope, exe = paddle.static.Scope(), paddle.static.Executor(paddle.CPUPlace())
     with paddle.static.scope_guard(scope):
         program, feed_names, fetch_vars = paddle.static.load_inference_model(str(model.model_file.with_suffix("")), exe)
         block = program.global_block()
-        for index in reversed(range(len(block.ops))):   # the old fetch scales: saving names its new ones the same
-            old = block.ops[index]
-            if old.type == "scale" and any(n.startswith("save_infer_model/") for n in old.output_arg_names):
-                outs = list(old.output_arg_names)
-                fetch_vars = [block.var(old.input("X")[0]) if v.name in outs else v for v in fetch_vars]
-                block._remove_op(index)
-                for name in outs:
-                    block._remove_var(name)
+        fetch_vars = strip_fetch_scales(block, fetch_vars)    # saving adds them again: one per fetch, not two
         at = sum(1 for op in block.ops if op.type == "feed")          # after the feed ops, before any reader
         source = block.var(image.name)
         for n in names:
@@ -95,9 +97,8 @@ def bind(model: StaticModel, names: Sequence[str], out_dir: Path, samples: Mappi
     bound = StaticModel(out_dir / "model.pdmodel", out_dir / "model.pdiparams", (image,), tuple(fetches),
                         model.origin, prog.op_types(parsed), model.sources, model.check)
     worst = _check(model, bound, samples, image.name)
-    hw = values["im_shape"].astype(int).tolist() if "im_shape" in values else None
     return bound, {"bound": {n: values[n].tolist() for n in names}, "image_input": image.name,
-                   "tensor_size": hw, "check": {"samples": int(shape[0]), "max_abs": worst},
+                   "layout": layout, "tensor_size": list(tensor_size(shape, layout)), "check": {"samples": int(shape[0]), "max_abs": worst},
                    "why": "boxes stay in model-input pixels; the bundle undoes the resize/letterbox from "
                           "preprocess.json (PaddleDetection's scale_factor cannot undo a centred letterbox)"}
 

@@ -608,7 +608,8 @@ def _describe(path: Path, sha256: str, raw: Mapping, overridden: frozenset) -> M
         notes.append("segmentation: the class of a pixel is the argmax of the program's scores, or the class map "
                      "it gives" + (f" (Deploy.output_op {output_op} is inside the program)" if output_op else ""))
     elif dialect in ("paddledet", "paddleseg"):
-        paddlex_task = {"paddledet": "object_detection", "paddleseg": "semantic_segmentation"}[dialect]
+        paddlex_task = ("semantic_segmentation" if dialect == "paddleseg" else
+                        "layout_detection" if "layout" in model_name.lower() else "object_detection")
         task, kind = {}, TaskKind.detection if dialect == "paddledet" else TaskKind.segmentation
         if dialect == "paddledet":
             labels = _names(raw.get("label_list") or [], "label_list")
@@ -645,7 +646,8 @@ def _detection_task(raw: Mapping, labels: Sequence[str], notes: list[str]) -> di
     if name not in (None, "MultiClassNMS", "MatrixNMS"):
         notes.append(f"NMS.name {name}: edgekit knows multiclass_nms3 and matrix_nms in the program")
     notes.append("detection: the program's NMS rows (head nms; the build keeps the op when Lite runs it on ARM, "
-                 "else cuts it for task.json's NMS); im_shape and scale_factor are bound into the graph")
+                 "else cuts it for task.json's NMS); PaddleDetection's im_shape and scale_factor inputs, when the "
+                 "program has them, are bound into the graph")
     return task
 
 

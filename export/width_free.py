@@ -100,11 +100,26 @@ def rewrite(model, input_name: str, channels: int, height: int, widths: tuple[in
         node.input[1] = name
         rewritten.append({"node": node.name or node.output[0], "measured": targets, "constant": fixed})
     dropped = _drop_dead(graph)
-    onnx.checker.check_model(out)
+    try:
+        onnx.checker.check_model(out)
+    except onnx.checker.ValidationError as exc:
+        raise InputModelError(f"{where}: the width-free reshapes left an invalid model ({_first_line(exc)})",
+                              "use width_mode = \"fixed\" in [preprocess], and report the model") from None
     worst = _check(model, out, input_name, checks, draw, where)
     return out, {"reshapes": rewritten, "dropped_nodes": dropped, "probes": [list(p) for p in probes],
                  "checks": [list(c) for c in checks], "max_abs": worst,
                  "why": "X2Paddle folds computed reshape targets into constants for the one width it converts at"}
+
+
+def _subgraph_inputs(node) -> set[str]:
+    """Every name the If/Loop/Scan bodies of `node` read (outer-scope values are used there without being inputs)."""
+    names: set[str] = set()
+    for attr in node.attribute:
+        for graph in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+            for inner in graph.node:
+                names.update(inner.input)
+                names |= _subgraph_inputs(inner)
+    return names
 
 
 def _drop_dead(graph) -> int:
@@ -114,6 +129,7 @@ def _drop_dead(graph) -> int:
         if any(o in needed for o in node.output):
             keep.append(node)
             needed.update(node.input)
+            needed |= _subgraph_inputs(node)
     dropped = len(graph.node) - len(keep)
     del graph.node[:]
     graph.node.extend(reversed(keep))
@@ -129,7 +145,13 @@ def _check(source, rewritten, input_name: str, checks: Sequence[tuple[int, int]]
     worst = 0.0
     for batch, width in checks:
         feed = draw(batch, width)
-        for a, b in zip(reference.run(None, feed), ours.run(None, feed)):
+        try:
+            pairs = list(zip(reference.run(None, feed), ours.run(None, feed)))
+        except Exception as exc:      # ONNX Runtime's shape checks at a width the probes did not use
+            raise InputModelError(f"{where}: with width-free reshapes the model does not run at batch {batch}, "
+                                  f"width {width} ({_first_line(exc)})", "use width_mode = \"fixed\" in [preprocess]"
+                                  ) from None
+        for a, b in pairs:
             if a.shape != b.shape or float(np.abs(a - b).max(initial=0.0)) > MAX_ABS:
                 raise InputModelError(f"{where}: the width-free reshapes change the output at batch {batch}, width "
                                       f"{width} (shape {list(b.shape)} vs {list(a.shape)}, max abs "
@@ -144,7 +166,12 @@ def _session(data: bytes, where: str):
 
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    try:
+        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:          # ONNX Runtime refuses the graph (an op, a type): its own message
+        raise InputModelError(f"{where}: ONNX Runtime cannot load the model to measure its reshapes for "
+                              f"width_mode = \"dynamic\" ({_first_line(exc)})",
+                              "check the model in ONNX Runtime, or use width_mode = \"fixed\"") from None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -32,7 +32,7 @@ def golden(p: Prepared, outputs: Sequence[Sequence[np.ndarray]], device_id: str,
     figures: dict[str, dict] = {}
     for outs in outputs:
         if len(outs) != len(p.reference):
-            return {}, [CheckResult("golden outputs", "failed", f"the device returned {len(outs)} outputs, the "
+            return {}, [CheckResult(f"golden outputs{label}", "failed", f"the device returned {len(outs)} outputs, the "
                                                                 f"bundle's golden vectors have {len(p.reference)}")]
         reference, names = p.reference, p.output_names
         if p.rows:                          # NMS rows of every image: compared image by image (lite/nms.py)
@@ -42,7 +42,7 @@ def golden(p: Prepared, outputs: Sequence[Sequence[np.ndarray]], device_id: str,
         try:
             found = parity.compare(reference, outs, names)
         except ParityError as exc:          # NaN or Inf: no tolerance makes them comparable
-            return {}, [CheckResult("golden outputs", "failed", exc.message)]
+            return {}, [CheckResult(f"golden outputs{label}", "failed", exc.message)]
         for c in parity.golden_checks(p.tolerances, "device", subject, found):
             key = (c.metric, c.output)
             if key not in worst or (c.value < worst[key].value if c.higher_is_better else c.value > worst[key].value):

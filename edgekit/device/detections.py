@@ -74,19 +74,34 @@ def message(found: Mapping) -> str:
             f"precision {found['min_precision']:.3f} (≥ {f['min_precision']:g}){bad}")
 
 
-def check(task, reference: Sequence[np.ndarray], launches: Sequence[Sequence[np.ndarray]],
-          floors: Mapping | None) -> tuple[dict, CheckResult]:
-    """The worst launch of the device's golden outputs against the golden reference, one CheckResult."""
+def badness(found: Mapping) -> tuple:
+    """Orders one launch's `compare` figures, worst last: failed before passed, then by how far they are off."""
+    if "reason" in found:
+        return (1, float("inf"))
+    off = found["max_corner_px"] if found["mode"] == "fp32" else 2.0 - found["min_recall"] - found["min_precision"]
+    return (0 if found["passed"] else 1, off)
+
+
+def judge(name: str, post, compare_fn, message_fn, badness_fn, reference: Sequence[np.ndarray],
+          launches: Sequence[Sequence[np.ndarray]], floors: Mapping | None) -> tuple[dict, CheckResult]:
+    """The worst launch (by `badness_fn`) of the device's golden outputs, post-processed with `post`, against the
+    golden reference's: its figures and one CheckResult named `name` (detections here, masks in masks.py)."""
     from ..errors import EdgekitError
 
     try:
-        expected = task.postprocess(list(reference))
-        results = [compare(expected, task.postprocess(list(outs)), floors) for outs in launches]
+        expected = post(list(reference))
+        results = [compare_fn(expected, post(list(outs)), floors) for outs in launches]
     except EdgekitError as exc:       # outputs the task spec does not fit: named by the task
-        return {}, CheckResult(NAME, "failed", exc.message)
-    worst = next((r for r in results if not r["passed"]), results[0]) if results else None
-    if worst is None:
-        return {}, CheckResult(NAME, "skipped", "no launch outputs")
+        return {}, CheckResult(name, "failed", exc.message)
+    if not results:
+        return {}, CheckResult(name, "skipped", "no launch outputs")
+    worst = max(results, key=badness_fn)
     figures = {k: v for k, v in worst.items() if k != "per_image"}
-    text = message(worst) + f", worst of {len(results)} launches"
-    return figures, CheckResult(NAME, "passed" if worst["passed"] else "failed", text)
+    text = message_fn(worst) + f", worst of {len(results)} launches"
+    return figures, CheckResult(name, "passed" if worst["passed"] else "failed", text)
+
+
+def check(task, reference: Sequence[np.ndarray], launches: Sequence[Sequence[np.ndarray]],
+          floors: Mapping | None) -> tuple[dict, CheckResult]:
+    """The worst launch of the device's golden detections against the golden reference's, one CheckResult."""
+    return judge(NAME, task.postprocess, compare, message, badness, reference, launches, floors)

@@ -2,10 +2,12 @@
 bundle's own task.json (the Python twin's Segmentation task: argmax, or the one-channel threshold) and compared,
 golden sample by golden sample and pixel by pixel, with the class maps of the bundle's golden reference outputs.
 
-Semantics mirror the app self-test (native/app/src/selftest.cc): FP32 bundles (no `tolerances.masks`) need every
+The rules are the app self-test's (native/app/src/selftest.cc): FP32 bundles (no `tolerances.masks`) need every
 pixel of every map equal; reduced-precision bundles need each image's pixel agreement to reach
 `tolerances.masks.min_agreement` (percent), which the build measured on tier C's (else tier B's) worst image, less
-`tasks.segmentation.GOLDEN_MARGIN` points. Maps are compared at the model's output resolution.
+`tasks.segmentation.GOLDEN_MARGIN` points. Maps are compared at the model's output resolution (the self-test
+compares the golden images' masks at image size). A reduced-precision bundle built before the floors existed has
+no `tolerances.masks`: it is held to the FP32 rule here, where the self-test only reports it.
 """
 
 from __future__ import annotations
@@ -47,19 +49,16 @@ def message(found: Mapping) -> str:
             f"worst mask IoU {found['min_miou']:.2f} %{bad}")
 
 
+def badness(found: Mapping) -> tuple:
+    """Orders one launch's `compare` figures, worst last: failed before passed, then by disagreeing pixels."""
+    if "reason" in found:
+        return (1, float("inf"))
+    return (0 if found["passed"] else 1, found["differing"])
+
+
 def check(task, reference: Sequence[np.ndarray], launches: Sequence[Sequence[np.ndarray]],
           floors: Mapping | None) -> tuple[dict, CheckResult]:
     """The worst launch of the device's golden class maps against the golden reference's, one CheckResult."""
-    from ..errors import EdgekitError
+    from .detections import judge
 
-    try:
-        expected = task.class_maps(list(reference))
-        results = [compare(expected, task.class_maps(list(outs)), floors) for outs in launches]
-    except EdgekitError as exc:       # outputs the task spec does not fit: named by the task
-        return {}, CheckResult(NAME, "failed", exc.message)
-    if not results:
-        return {}, CheckResult(NAME, "skipped", "no launch outputs")
-    worst = next((r for r in results if not r["passed"]), results[0])
-    figures = {k: v for k, v in worst.items() if k != "per_image"}
-    text = message(worst) + f", worst of {len(results)} launches"
-    return figures, CheckResult(NAME, "passed" if worst["passed"] else "failed", text)
+    return judge(NAME, task.class_maps, compare, message, badness, reference, launches, floors)

@@ -262,6 +262,7 @@ def _cell(cfg: SuiteConfig, session: DeviceSession, p: Prepared, entry: Mapping 
         if session.spec.kind in COUNTING_KINDS:
             phase = "count"
             counts = _count(cfg, session, p)
+        phase = "measure"
         first = checks.measure(launches, cfg.threads)
         verdict = baseline_mod.judge(first, entry, cfg.policy)
         if verdict.kind == "regression" and not cfg.update_baseline:

@@ -30,6 +30,17 @@ SAME_BOXES = 0.5           # map50 points: the bundle against the source framewo
 INT8_BUDGET = 1.0          # map50 points (the [parity] default int8 gate)
 
 
+def paddle_model():
+    """The three-input example with its weights, in Paddle's dynamic graph."""
+    import paddle
+
+    paddle.disable_static()
+    model = with_nms.create_paddledet()
+    model.set_state_dict(paddle.load(str(EXAMPLE / "detector.pdparams")))
+    model.eval()
+    return model
+
+
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory, cli):
     return build_example_int8(cli, tmp_path_factory.mktemp("detector-paddledet"), EXAMPLE, "detector-paddledet",
@@ -42,10 +53,7 @@ def paddle_map(bundle):
     (what the build writes into the graph), its own multiclass_nms3 rows scored on the same scenes."""
     import paddle
 
-    paddle.disable_static()
-    model = with_nms.create_paddledet()
-    model.set_state_dict(paddle.load(str(EXAMPLE / "detector.pdparams")))
-    model.eval()
+    model = paddle_model()
     x, truth = example_truth.evaluation_set(EXAMPLE / "data" / "eval", train.spec())
     x = x[:SAMPLES]
     im_shape = np.tile(np.float32([x.shape[2], x.shape[3]]), (len(x), 1))
@@ -103,10 +111,7 @@ def test_a_saved_three_input_pdmodel_builds_as_it_comes(tmp_path, cli, paddle_ma
     import paddle
     from paddle.static import InputSpec
 
-    paddle.disable_static()
-    model = with_nms.create_paddledet()
-    model.set_state_dict(paddle.load(str(EXAMPLE / "detector.pdparams")))
-    model.eval()
+    model = paddle_model()
     specs = [InputSpec([-1, 3, 96, 96], "float32", "image"), InputSpec([-1, 2], "float32", "im_shape"),
              InputSpec([-1, 2], "float32", "scale_factor")]
     paddle.jit.save(paddle.jit.to_static(model, input_spec=specs), str(tmp_path / "model"))
@@ -166,10 +171,7 @@ def test_a_paddledetection_model_folder_builds_from_its_inference_yml(tmp_path, 
     from edgekit.tasks import write_truth
     from edgekit.tasks.truth import read_truth
 
-    paddle.disable_static()
-    model = with_nms.create_paddledet()
-    model.set_state_dict(paddle.load(str(EXAMPLE / "detector.pdparams")))
-    model.eval()
+    model = paddle_model()
     folder = tmp_path / "PicoDet-like"
     specs = [InputSpec([-1, 3, 96, 96], "float32", "image"), InputSpec([-1, 2], "float32", "im_shape"),
              InputSpec([-1, 2], "float32", "scale_factor")]
@@ -201,10 +203,7 @@ def test_a_paddledetection_model_folder_builds_from_its_inference_yml(tmp_path, 
 
     x, truth = example_truth.evaluation_set(scenes, PreprocessSpec.from_mapping(
         {k: v for k, v in preprocess.items() if k != "order"}))
-    paddle.disable_static()                                # (the build left Paddle in static mode)
-    model = with_nms.create_paddledet()
-    model.set_state_dict(paddle.load(str(EXAMPLE / "detector.pdparams")))
-    model.eval()
+    model = paddle_model()                                 # a fresh one: the build left Paddle in static mode
     with paddle.no_grad():
         rows, counts = model(paddle.to_tensor(x), paddle.to_tensor(np.tile(np.float32([96, 96]), (len(x), 1))),
                              paddle.ones([len(x), 2]))
@@ -213,3 +212,41 @@ def test_a_paddledetection_model_folder_builds_from_its_inference_yml(tmp_path, 
     assert own["map50"] >= 50.0 and abs(fp32["map50"] - own["map50"]) <= SAME_BOXES, (fp32, own)
     assert m["parity"]["metrics"]["x86 twin .nb"]["map50"] == fp32["map50"]
     print({"scenes": len(picks), "paddle": own["map50"], "fp32": fp32["map50"]})
+
+
+def test_a_non_square_im_shape_is_written_as_two_columns(tmp_path):
+    """im_shape (H, W) with H != W: two fill_constant_batch_size_like ops and a concat from the image feed; the
+    bound program computes what the three-input one computes, at another batch size too."""
+    import paddle
+
+    from edgekit.artifacts import StaticModel
+    from edgekit.config import InputSpec
+    from edgekit.export import geometry, program
+    from edgekit.export.runner import StaticRunner
+
+    paddle.enable_static()
+    main, startup = paddle.static.Program(), paddle.static.Program()
+    with paddle.static.program_guard(main, startup):
+        image = paddle.static.data("image", [-1, 3, 4, 6], "float32")
+        im_shape = paddle.static.data("im_shape", [-1, 2], "float32")
+        scale = paddle.static.data("scale_factor", [-1, 2], "float32")
+        pooled = paddle.reshape(paddle.mean(image, axis=[1, 2, 3]), [-1, 1])
+        out = pooled + im_shape * 2.0 + scale * 3.0                      # [N, 2]
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        exe.run(startup)
+        paddle.static.save_inference_model(str(tmp_path / "src" / "model"), [image, im_shape, scale], [out], exe,
+                                           program=main)
+    paddle.disable_static()
+    feeds = (InputSpec("image", (-1, 3, 4, 6)), InputSpec("im_shape", (-1, 2)), InputSpec("scale_factor", (-1, 2)))
+    _, fetches = program.feeds_and_fetches(program.parse_program(tmp_path / "src" / "model.pdmodel"))
+    source = StaticModel(tmp_path / "src" / "model.pdmodel", tmp_path / "src" / "model.pdiparams", feeds,
+                         tuple(fetches), "inference")
+    x = np.random.default_rng(0).standard_normal((3, 3, 4, 6)).astype(np.float32)
+    samples = {"image": x, "im_shape": np.float32([[4, 6]] * 3), "scale_factor": np.ones((3, 2), np.float32)}
+    bound, entry = geometry.bind(source, ["im_shape", "scale_factor"], tmp_path / "bound", samples)
+    assert entry["bound"] == {"im_shape": [4.0, 6.0], "scale_factor": [1.0, 1.0]} and entry["tensor_size"] == [4, 6]
+    assert [f.name for f in bound.feeds] == ["image"] and entry["check"]["max_abs"] == 0.0
+    ops = [op.type for op in program.parse_program(bound.model_file).global_block().ops]
+    assert ops.count("fill_constant_batch_size_like") == 3 and ops.count("concat") == 1
+    (got,) = StaticRunner(bound).run({"image": x[:2]})
+    assert np.allclose(got, x[:2].mean(axis=(1, 2, 3))[:, None] + np.float32([[11, 15]]), atol=1e-6)

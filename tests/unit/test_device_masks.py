@@ -48,3 +48,17 @@ def test_the_floor_is_the_worst_image_less_the_margin_and_the_task_scores_its_ou
     tolerance = golden_tolerance(summary, "C")
     assert tolerance["min_agreement"] == 74.0 and tolerance["measured"]["tier"] == "C"
     assert golden_tolerance(dict(summary, min_agreement=0.5), "B")["min_agreement"] == 0.0
+
+
+def test_the_worst_launch_is_reported_not_the_first():
+    class Identity:                                        # class maps as they come
+        @staticmethod
+        def class_maps(outputs):
+            return list(outputs)
+
+    ref = maps(np.zeros((4, 4)))
+    one_off, two_off = ref[0].copy(), ref[0].copy()
+    one_off[0, 0] = 1
+    two_off[0, :2] = 1
+    figures, result = masks.check(Identity, ref, [[one_off], [two_off], [ref[0]]], {"min_agreement": 50.0})
+    assert result.status == "passed" and figures["differing"] == 2 and "worst of 3 launches" in result.message

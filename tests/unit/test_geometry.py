@@ -6,7 +6,8 @@ import pytest
 from edgekit.config import InputSpec
 from edgekit.data import Samples, geometry_values, with_geometry
 from edgekit.errors import ConversionError
-from edgekit.export.geometry import bound_feeds
+from edgekit.evalset import synthetic
+from edgekit.export.geometry import bound_feeds, check_fed
 
 IMAGE = InputSpec("image", (-1, 3, 96, 128))
 
@@ -15,10 +16,27 @@ def test_only_paddledetections_inputs_beside_one_image_are_bound():
     assert bound_feeds([IMAGE]) == []
     feeds = [InputSpec("im_shape", (-1, 2)), IMAGE, InputSpec("scale_factor", (-1, 2))]
     assert bound_feeds(feeds) == ["im_shape", "scale_factor"]
-    with pytest.raises(ConversionError, match=r"input 'scale_factor' is float32 \[-1, 3\]; PaddleDetection's"):
-        bound_feeds([IMAGE, InputSpec("scale_factor", (-1, 3))])
-    with pytest.raises(ConversionError, match="can be bound only beside one image input"):
-        bound_feeds([IMAGE, InputSpec("depth", (-1, 1, 96, 128)), InputSpec("scale_factor", (-1, 2))])
+    # another signature is not PaddleDetection's: the model keeps its inputs, fed from the data
+    assert bound_feeds([IMAGE, InputSpec("scale_factor", (-1, 3))]) == []
+    assert bound_feeds([IMAGE, InputSpec("depth", (-1, 1, 96, 128)), InputSpec("scale_factor", (-1, 2))]) == []
+
+
+def test_the_fed_values_must_be_the_tensors_own_in_its_layout():
+    nchw = {"image": np.zeros((2, 3, 96, 128), np.float32), "im_shape": np.float32([[96, 128]] * 2),
+            "scale_factor": np.ones((2, 2), np.float32)}
+    assert check_fed(["im_shape", "scale_factor"], nchw, "image", "NCHW", "evaluation")["im_shape"].tolist() == [96, 128]
+    with pytest.raises(ConversionError, match=r"the calibration data feeds im_shape values other than \[3.0, 96.0\] "
+                                              r"\(the NHWC tensor's own geometry\)"):
+        check_fed(["im_shape"], nchw, "image", "NHWC", "calibration")      # NCHW values are not NHWC's
+    wrong = dict(nchw, scale_factor=np.float32([[1, 1], [0.5, 0.5]]))
+    with pytest.raises(ConversionError, match="feeds scale_factor values other than"):
+        check_fed(["scale_factor"], wrong, "image", "NCHW", "evaluation")
+
+
+def test_synthetic_data_feeds_the_geometry_the_image_would():
+    feeds = [InputSpec("image", (-1, 3, 32, 48)), InputSpec("im_shape", (-1, 2)), InputSpec("scale_factor", (-1, 2))]
+    fed = synthetic(feeds, 3).inputs
+    assert (fed["im_shape"] == [32, 48]).all() and (fed["scale_factor"] == 1).all() and fed["image"].std() > 0.5
 
 
 def test_the_data_feeds_the_tensors_own_size_and_scale_one():

@@ -16,7 +16,7 @@ from untrusted_bundles import make_bundle, rewrite_manifest
 from edgekit import inspection
 from edgekit.bundle import MANIFEST, write_golden, write_golden_width
 from edgekit.cli import app
-from edgekit.contracts import GoldenGroup, TensorDecl, check_contents
+from edgekit.contracts import TensorDecl, check_contents
 from edgekit.data import PreprocessSpec
 from edgekit.errors import BundleError, EdgekitError
 from edgekit.tiers import wide_feeds

@@ -259,7 +259,9 @@ Json vision_results(const VisionTask& task, const Json& expected, const Json& go
     if (!gated && tolerances.masks.present) {
       // reduced precision: the share of pixels equal to the FP32 mask's, within the bundle's floor
       const double pixels = static_cast<double>(m.at("pixels").as_int());
-      const double agreement = pixels > 0 ? 100.0 * (1.0 - static_cast<double>(m.at("differing").as_int()) / pixels) : 100.0;
+      const double differing = static_cast<double>(m.at("differing").as_int());
+      // as edgekit.tasks.segmentation.compare_masks: masks of other sizes agree nowhere
+      const double agreement = pixels > 0 ? std::max(0.0, 100.0 * (1.0 - differing / pixels)) : (differing > 0 ? 0.0 : 100.0);
       const bool agree_ok = agreement >= tolerances.masks.min_agreement;
       m.set("agreement", agreement);
       m.set("min_agreement", tolerances.masks.min_agreement);
@@ -421,6 +423,16 @@ Json GoldenSet::replay_vectors(Model& model) const {
       throw Error(ExitCode::input, "golden.json's widths holds " + group.dump() + ", not a group with a width",
                   "rebuild the bundle with `edgekit build`");
     }
+    for (const char* key : {"inputs", "outputs"}) {  // lists of {"name", "file"}, as the main group's
+      const Json* list = group.find(key);
+      bool fits = list != nullptr && list->is_array();
+      for (std::size_t i = 0; fits && i < list->size(); ++i) fits = list->at(i).is_object() && list->at(i).find("file") != nullptr;
+      if (!fits) {
+        throw Error(ExitCode::input, "golden.json's group at width " + width->dump() + " has no list of " + key +
+                                         " with files",
+                    "rebuild the bundle with `edgekit build`");
+      }
+    }
     Json one = replay_group(model, group);  // each sample at the group's own shape (Lite's ARM predictor takes it)
     one.set("width", *width);
     ok = ok && one.at("ok").as_bool();
@@ -497,13 +509,20 @@ Json GoldenSet::check_image(Model& model, std::size_t index, const ImageView& im
   out.set("index", index);
   out.set("file", image_files_[index]);
 
+  // Images of one tensor shape are stacked (input.npy, output_<i>.npy); a variable-width bundle's images of
+  // different widths have their own files, one sample each ("per_image": [{"input", "outputs"}, ...]).
+  const Json* per_image = images.find("per_image");
+  const Json& entry = per_image ? per_image->at(index) : images;
+  const std::int64_t sample = per_image ? 0 : static_cast<std::int64_t>(index);
+  const std::int64_t in_file = per_image ? 1 : static_cast<std::int64_t>(image_files_.size());
+
   // 1. the tensor: the core's preprocessing against Python's, element by element
   const Tensor tensor = model.preprocess(image);
-  const std::string input_file = golden_path(assets_, images.at("input"));
-  const Array expected = sample_of(read_npy(input_file), static_cast<std::int64_t>(index), input_file);
+  const std::string input_file = golden_path(assets_, entry.at("input"));
+  const Array expected = sample_of(read_npy(input_file), sample, input_file);
   if (static_cast<std::size_t>(expected.count()) != tensor.data.size() || expected.dtype != DType::float32) {
     throw Error(ExitCode::input, "the preprocessed tensor has " + std::to_string(tensor.data.size()) +
-                                     " values, golden/images/input.npy " + std::to_string(expected.count()),
+                                     " values, " + input_file + " " + std::to_string(expected.count()),
                 "the image is not the golden one, or the bundle's files do not belong together");
   }
   std::int64_t differing = 0;
@@ -525,12 +544,12 @@ Json GoldenSet::check_image(Model& model, std::size_t index, const ImageView& im
   shape.insert(shape.end(), tensor.shape.begin(), tensor.shape.end());
   const std::vector<Array> outputs = model.infer(tensor.data.data(), shape);
   Json checks = Json::array();
-  const Json& output_files = images.at("outputs");
+  const Json& output_files = entry.at("outputs");
   std::vector<Array> refs;
   for (std::size_t i = 0; i < output_files.size(); ++i) refs.push_back(read_npy(golden_path(assets_, output_files.at(i))));
   std::size_t counts = refs.size();  // an NMS op kept in the graph: the output counting each image's rows
   for (std::size_t i = 0; i < refs.size(); ++i) {
-    if (counts_rows(refs[i], static_cast<std::int64_t>(image_files_.size()))) counts = i;
+    if (counts_rows(refs[i], in_file)) counts = i;
   }
   for (std::size_t i = 0; i < output_files.size() && i < outputs.size(); ++i) {
     const std::string name = "output_" + std::to_string(i);
@@ -545,11 +564,12 @@ Json GoldenSet::check_image(Model& model, std::size_t index, const ImageView& im
     const std::string ref_file = golden_path(assets_, output_files.at(i));
     Array ref;
     if (counts < refs.size() && i != counts) {
+      const auto at = static_cast<std::size_t>(sample);
       std::int64_t begin = 0;
-      for (std::size_t k = 0; k < index; ++k) begin += static_cast<std::int64_t>(value_at(refs[counts], k));
-      ref = rows_of(refs[i], begin, static_cast<std::int64_t>(value_at(refs[counts], index)), ref_file);
+      for (std::size_t k = 0; k < at; ++k) begin += static_cast<std::int64_t>(value_at(refs[counts], k));
+      ref = rows_of(refs[i], begin, static_cast<std::int64_t>(value_at(refs[counts], at)), ref_file);
     } else {
-      ref = sample_of(refs[i], static_cast<std::int64_t>(index), ref_file);
+      ref = sample_of(refs[i], sample, ref_file);
     }
     checks.push(output_check(name, compare_output(ref, outputs[i], 1), tolerances_));
   }

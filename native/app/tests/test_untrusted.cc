@@ -187,4 +187,44 @@ EK_TEST(untrusted, golden_width_groups_replay_and_are_checked) {
   const AssetSet widthless = open_assets(set_with(no_width, ", \"widths\": [{\"count\": 2}]", {2, 2}), kVersion);
   Model m4(widthless.model("m"), std::make_unique<FakeEngine>());
   EK_CHECK_ERROR(GoldenSet(m4.assets()).replay_vectors(m4), input, "not a group with a width");
+
+  test::TempDir no_inputs;
+  const AssetSet bare = open_assets(set_with(no_inputs, ", \"widths\": [{\"width\": 4, \"count\": 2}]", {2, 2}),
+                                    kVersion);
+  Model m5(bare.model("m"), std::make_unique<FakeEngine>());
+  EK_CHECK_ERROR(GoldenSet(m5.assets()).replay_vectors(m5), input, "group at width 4 has no list of inputs");
+}
+
+// Issue 23: a variable-width bundle's golden images of different widths come one file each ("per_image"):
+// each image is checked against its own tensor and outputs, and an image of the wrong width is named.
+EK_TEST(untrusted, golden_images_of_different_widths_have_a_file_each) {
+  test::TempDir dir;
+  const std::string images =
+      ", \"images\": {\"files\": [\"golden/images/a.png\", \"golden/images/b.png\"], \"per_image\": ["
+      "{\"input\": \"golden/images/input_0000.npy\", \"outputs\": [\"golden/images/output_0000_0.npy\"]}, "
+      "{\"input\": \"golden/images/input_0001.npy\", \"outputs\": [\"golden/images/output_0001_0.npy\"]}]}";
+  const std::string root =
+      write_set(dir, {{"golden/golden.json", golden_json("golden/input_0.npy", images)},
+                      {"golden/input_0.npy", npy_of({2, 1, 2, 2})},
+                      {"golden/output_0.npy", npy_of({2, 2})},
+                      {"golden/images/a.png", "a"},
+                      {"golden/images/b.png", "b"},
+                      {"golden/images/input_0000.npy", npy_of({1, 1, 2, 2})},
+                      {"golden/images/output_0000_0.npy", npy_of({1, 2})},
+                      {"golden/images/input_0001.npy", npy_of({1, 1, 2, 4})},   // the wider line
+                      {"golden/images/output_0001_0.npy", npy_of({1, 2})},
+                      {"preprocess.json", "{\"inputs\": [\"x\"], \"preprocess\": {\"color\": \"gray\"}}"}});
+  const AssetSet set = open_assets(root, kVersion);
+  Model model(set.model("m"), std::make_unique<FakeEngine>());
+  const GoldenSet golden(model.assets());
+  EK_CHECK_EQ(golden.image_count(), std::size_t{2});
+  const std::uint8_t narrow[4] = {0, 0, 0, 0};
+  const std::uint8_t wide[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  const Json first = golden.check_image(model, 0, ImageView::gray(narrow, 2, 2));
+  EK_CHECK(first.at("tensor").at("differing").as_int() == 0);
+  const Json second = golden.check_image(model, 1, ImageView::gray(wide, 2, 4));
+  EK_CHECK(second.at("tensor").at("differing").as_int() == 0);
+  EK_CHECK(second.at("outputs").at(0).at("ok").as_bool());
+  EK_CHECK_ERROR(golden.check_image(model, 1, ImageView::gray(narrow, 2, 2)), input,
+                 "the preprocessed tensor has 4 values, ");
 }

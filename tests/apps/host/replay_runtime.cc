@@ -4,7 +4,7 @@
 // fills with nullptr) when linked before native/'s edgekit_app archive.
 //
 // The engine answers an input tensor only when it equals, bit for bit, a golden input
-// sample (golden/input_0.npy or golden/images/input.npy); it then returns that sample's
+// sample (golden/input_0.npy, golden/images/input.npy or a per-image input); it then returns that sample's
 // reference outputs. Any other tensor gets zeros (cosine 0), so a wrong stride or channel
 // order fails the self-test instead of being answered. It proves pixels -> core ->
 // tensor -> post-processing -> JSON -> Java, never inference.
@@ -50,10 +50,20 @@ class ReplayEngine : public Engine {
     }
     cases_.push_back(std::move(vectors));
     if (const Json* images = golden.find("images"); images != nullptr && images->is_object()) {
-      GoldenCases pictures;
-      pictures.inputs = read_npy((dir / images->at("input").as_string()).string());
-      for (const Json& f : images->at("outputs").items()) pictures.outputs.push_back(read_npy((dir / f.as_string()).string()));
-      cases_.push_back(std::move(pictures));
+      // stacked images, or a variable-width bundle's images one file each ("per_image")
+      const Json* apart = images->find("per_image");
+      std::vector<const Json*> entries;
+      if (apart != nullptr) {
+        for (const Json& e : apart->items()) entries.push_back(&e);
+      } else {
+        entries.push_back(images);
+      }
+      for (const Json* e : entries) {
+        GoldenCases pictures;
+        pictures.inputs = read_npy((dir / e->at("input").as_string()).string());
+        for (const Json& f : e->at("outputs").items()) pictures.outputs.push_back(read_npy((dir / f.as_string()).string()));
+        cases_.push_back(std::move(pictures));
+      }
     }
   }
 
