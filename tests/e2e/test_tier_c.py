@@ -43,8 +43,8 @@ def test_int8_arm_kernels_follow_the_simulation(int8_bundle, lite_arm):
     assert emulation["qemu"].startswith("qemu-aarch64 version") and emulation["int8_kernels"] == "neon"
     assert emulation["ms_per_sample_median"] > 0 and emulation["processes"] >= 1
     # one process ran one sample alone first; its peak RSS left every core usable. The peak of a process grows
-    # with the samples it runs (measured 501 MB with 180 samples a process, 1.09 GB with all 359 in one), so it
-    # is judged against the memory the probe saw, not against a fixed figure
+    # with the samples it runs (measured 501 MB with 180 samples a process; 1.09 GB in one CI run), so it is
+    # judged against the memory the probe saw, not against a fixed figure
     probe = emulation["memory_probe"]
     assert emulation["processes"] == 1 + probe["processes_after_probe"]
     assert probe["limited_by"] in ("cores", "samples")
