@@ -254,31 +254,10 @@ def _hardswish_input(graph: _Graph, add, clip) -> str | None:
     return None
 
 
-def strip_fetch_scales(block, fetch_vars: list) -> list:
-    """The identity `scale` ops paddle.static.save_inference_model put before each fetch, removed; their inputs fetched."""
-    kept = []
-    for var in fetch_vars:
-        op = next((o for o in block.ops if var.name in o.output_arg_names), None)
-        if op is not None and op.type == "scale" and var.name.startswith("save_infer_model/") and op.attr("scale") == 1.0 \
-                and op.attr("bias") == 0.0 and not op.input("ScaleTensor"):
-            source = block.var(op.input("X")[0])
-            block._remove_op(next(i for i, o in enumerate(block.ops) if o is op))
-            kept.append(source)
-        else:
-            kept.append(var)
-    return kept
-
-
 def fold_program(model: StaticModel, out_dir: Path) -> tuple[StaticModel, dict] | None:
     """The folded model written to `out_dir` and what was folded, or None when nothing applies (no check yet)."""
-    import paddle
-
-    paddle.enable_static()
-    scope, exe = paddle.static.Scope(), paddle.static.Executor(paddle.CPUPlace())
-    with paddle.static.scope_guard(scope):
-        program, feed_names, fetch_vars = paddle.static.load_inference_model(str(model.model_file.with_suffix("")), exe)
+    with prog.editing(model.model_file) as (program, feed_names, fetch_vars, scope, exe):
         block = program.global_block()
-        fetch_vars = strip_fetch_scales(block, fetch_vars)    # saving adds them again: one per fetch, not two
         before = Counter(op.type for op in block.ops)
         graph = _Graph(block, scope, {v.name for v in fetch_vars})
         made = _recompose_activations(graph)
@@ -287,12 +266,8 @@ def fold_program(model: StaticModel, out_dir: Path) -> tuple[StaticModel, dict] 
         after = Counter(op.type for op in block.ops)
         if before == after and not chains:
             return None
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with paddle.utils.unique_name.guard():      # fresh names: the fetches are save_infer_model/scale_<i>.tmp_0 again
-            paddle.static.save_inference_model(str(out_dir / "model"), [block.var(n) for n in feed_names], fetch_vars, exe,
-                                               program=program)
-    folded_program = prog.parse_program(out_dir / "model.pdmodel")
-    _, fetches = prog.feeds_and_fetches(folded_program)
+        folded_program, _, fetches = prog.save_edited(program, exe, out_dir, [block.var(n) for n in feed_names],
+                                                      fetch_vars)
     folded = StaticModel(out_dir / "model.pdmodel", out_dir / "model.pdiparams", model.feeds, tuple(fetches), model.origin,
                          prog.op_types(folded_program), model.sources, model.check)
     report = {"conv_chains_folded": chains, "activations": dict(made),

@@ -69,28 +69,16 @@ def bind(model: StaticModel, names: Sequence[str], out_dir: Path, samples: Mappi
          layout: str = "NCHW") -> tuple[StaticModel, dict]:
     """`model` with the geometry feeds `names` written in as the values `samples` feed them (`check_fed`), saved to
     `out_dir`; checked on `samples` against `model`. Returns the program and the manifest's record."""
-    import paddle
-
-    from .fold import strip_fetch_scales
-
     (image,) = [f for f in model.feeds if f.name not in names]
     shape = samples[image.name].shape
     values = check_fed(names, samples, image.name, layout, "evaluation")
-    paddle.enable_static()
-    scope, exe = paddle.static.Scope(), paddle.static.Executor(paddle.CPUPlace())
-    with paddle.static.scope_guard(scope):
-        program, feed_names, fetch_vars = paddle.static.load_inference_model(str(model.model_file.with_suffix("")), exe)
+    with prog.editing(model.model_file) as (program, _, fetch_vars, _, exe):
         block = program.global_block()
-        fetch_vars = strip_fetch_scales(block, fetch_vars)    # saving adds them again: one per fetch, not two
         at = sum(1 for op in block.ops if op.type == "feed")          # after the feed ops, before any reader
         source = block.var(image.name)
         for n in names:
             at = _write_constant(block, at, source, block.var(n), values[n])
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with paddle.utils.unique_name.guard():
-            paddle.static.save_inference_model(str(out_dir / "model"), [source], fetch_vars, exe, program=program)
-    parsed = prog.parse_program(out_dir / "model.pdmodel")
-    feeds, fetches = prog.feeds_and_fetches(parsed)
+        parsed, feeds, fetches = prog.save_edited(program, exe, out_dir, [source], fetch_vars)
     if [f[0] for f in feeds] != [image.name]:
         raise ConversionError(f"binding {', '.join(names)} left the program with inputs {[f[0] for f in feeds]}",
                               "report the model with this message")
@@ -98,7 +86,8 @@ def bind(model: StaticModel, names: Sequence[str], out_dir: Path, samples: Mappi
                         model.origin, prog.op_types(parsed), model.sources, model.check)
     worst = _check(model, bound, samples, image.name)
     return bound, {"bound": {n: values[n].tolist() for n in names}, "image_input": image.name,
-                   "layout": layout, "tensor_size": list(tensor_size(shape, layout)), "check": {"samples": int(shape[0]), "max_abs": worst},
+                   "layout": layout, "tensor_size": list(tensor_size(shape, layout)),
+                   "check": {"samples": int(shape[0]), "max_abs": worst},
                    "why": "boxes stay in model-input pixels; the bundle undoes the resize/letterbox from "
                           "preprocess.json (PaddleDetection's scale_factor cannot undo a centred letterbox)"}
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 from edgekit.errors import InputModelError
@@ -114,3 +115,47 @@ def _dtype_name(dtype) -> str:
         if name in text or (name == "float32" and "fp32" in text):
             return name
     return text.replace("paddle.", "").replace("vartype.", "")
+
+
+# ---------------------------------------------------------------- rewriting a saved program
+
+def strip_fetch_scales(block, fetch_vars: list) -> list:
+    """The identity `scale` ops paddle.static.save_inference_model put before each fetch, removed; their inputs fetched."""
+    kept = []
+    for var in fetch_vars:
+        op = next((o for o in block.ops if var.name in o.output_arg_names), None)
+        if op is not None and op.type == "scale" and var.name.startswith("save_infer_model/") and op.attr("scale") == 1.0 \
+                and op.attr("bias") == 0.0 and not op.input("ScaleTensor"):
+            source = block.var(op.input("X")[0])
+            block._remove_op(next(i for i, o in enumerate(block.ops) if o is op))
+            kept.append(source)
+        else:
+            kept.append(var)
+    return kept
+
+
+@contextmanager
+def editing(model_file: Path):
+    """The inference program at `model_file` (and its parameters) loaded for a rewrite, in a Paddle scope of its
+    own, with the identity scales saving put before its fetches removed (`save_edited` saves it, which adds them
+    again: one per fetch, not two). Yields (program, feed names, fetch vars, scope, executor)."""
+    import paddle
+
+    paddle.enable_static()
+    scope, exe = paddle.static.Scope(), paddle.static.Executor(paddle.CPUPlace())
+    with paddle.static.scope_guard(scope):
+        program, feed_names, fetch_vars = paddle.static.load_inference_model(str(Path(model_file).with_suffix("")), exe)
+        yield program, feed_names, strip_fetch_scales(program.global_block(), fetch_vars), scope, exe
+
+
+def save_edited(program, exe, out_dir: Path, feed_vars: list, fetch_vars: list):
+    """`program` (from `editing`, inside it) saved as out_dir/model.pdmodel + .pdiparams with `feed_vars` and
+    `fetch_vars`; returns the saved program as parsed back, its feeds and its fetches."""
+    import paddle
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with paddle.utils.unique_name.guard():      # fresh names: the fetches are save_infer_model/scale_<i>.tmp_0 again
+        paddle.static.save_inference_model(str(out_dir / "model"), feed_vars, fetch_vars, exe, program=program)
+    parsed = parse_program(out_dir / "model.pdmodel")
+    feeds, fetches = feeds_and_fetches(parsed)
+    return parsed, feeds, fetches
