@@ -66,6 +66,21 @@ def build_example_int8(cli, folder: Path, example: Path, name: str, samples: int
     return folder / "out" / name / "arm64-int8"
 
 
+def qemu_cell(cli, bundle: Path, lite_arm, report: Path, ok: bool = True) -> tuple[dict, object]:
+    """`edgekit device test BUNDLE` on the qemu device, one launch of 2 timed runs: the one cell of its JSON report,
+    and the CLI result (`ok` False: it may fail)."""
+    result = cli("device", "test", bundle, "--device", "qemu", "--lite-arm", lite_arm, "--launches", "1", "--warmup",
+                 "0", "--iterations", "2", "--json", report, "--quiet", ok=ok)
+    (cell,) = json.loads(report.read_text())["runs"]
+    return cell, result
+
+
+def check_named(cell: dict, name: str) -> dict:
+    """The one check of a device-suite cell called `name`."""
+    (found,) = [c for c in cell["checks"] if c["name"] == name]
+    return found
+
+
 def kill_first(matches, stop, killed: list, settle: float = 1.0) -> None:
     """SIGKILL the first process whose argv (a list of bytes) `matches`, `settle` seconds after it is seen (as the
     OOM killer would), once; its pid goes into `killed`. For a watcher thread; `stop` (an Event) ends the watch."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bundles import build_example_int8, example_config, manifest
+from bundles import build_example_int8, check_named, example_config, manifest, qemu_cell
 
 from edgekit.examples import detector
 from edgekit.examples.detector import train
@@ -83,10 +83,8 @@ def test_outputs_that_do_not_fit_the_task_are_refused(tmp_path, cli):
 def test_the_device_suite_matches_the_decoded_heads_detections_per_golden_image(bundle, cli, lite_arm, tmp_path):
     """The INT8 bundle on the qemu device: its golden outputs are raw heads, which the suite decodes and NMSes with
     task.json on the host and matches to the reference's detections per image (class + IoU, tolerances.detections)."""
-    cli("device", "test", bundle, "--device", "qemu", "--lite-arm", lite_arm, "--launches", "1", "--warmup", "0",
-        "--iterations", "2", "--json", tmp_path / "device.json", "--quiet")
-    (cell,) = json.loads((tmp_path / "device.json").read_text())["runs"]
-    (found,) = [c for c in cell["checks"] if c["name"] == "golden detections"]
+    cell, _ = qemu_cell(cli, bundle, lite_arm, tmp_path / "device.json")
+    found = check_named(cell, "golden detections")
     assert cell["status"] == "passed" and found["status"] == "passed", cell
     figures = cell["detections"]
     assert figures["mode"] == "matched" and figures["images"] == manifest(bundle)["golden"]["count"]

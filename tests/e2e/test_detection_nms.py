@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bundles import build_example_int8, example_config, leftovers, manifest
+from bundles import build_example_int8, check_named, example_config, leftovers, manifest, qemu_cell
 
 from edgekit.examples import detector
 from edgekit.examples.detector import train, with_nms
@@ -115,14 +115,11 @@ def test_the_golden_rows_replay_on_model_nb_and_on_the_qemu_device(bundle, cli, 
     mode and compare the rows image by image, and the qemu device counts their instructions too."""
     replay = cli("parity", bundle, "--emulate", "--lite-arm", lite_arm)
     assert "✓" in replay.output and "✗" not in replay.output, replay.output
-    report = tmp_path / "device.json"
-    cli("device", "test", bundle, "--device", "qemu", "--lite-arm", lite_arm, "--launches", "1", "--warmup", "0",
-        "--iterations", "2", "--json", report, "--quiet")
-    (cell,) = json.loads(report.read_text())["runs"]
+    cell, _ = qemu_cell(cli, bundle, lite_arm, tmp_path / "device.json")
     assert cell["status"] == "passed", cell
     golden = [c for c in cell["checks"] if c["name"].startswith("golden cosine")]
     assert golden and all(c["status"] == "passed" for c in golden)          # measured 0.8535 (>= 0.84254)
-    (found,) = [c for c in cell["checks"] if c["name"] == "golden detections"]   # the rows post-processed on the host
+    found = check_named(cell, "golden detections")                          # the rows post-processed on the host
     assert found["status"] == "passed", found
     print(found["message"])
     assert cell["instruction_counts"]["paths"]["default"]["per_inference"]["total"] > 0
@@ -209,11 +206,8 @@ def test_a_kept_matrix_bundle_passes_the_device_suite_and_a_moved_golden_box_fai
     """FP32 rows on the qemu device: the golden detections check compares them image by image (classes in order,
     corners within 1 px). A golden reference whose first box was moved by 2 px (its checksum made to fit, as a
     rebuilt bundle would have) fails that check on that image, and the cell fails."""
-    common = ["--device", "qemu", "--lite-arm", lite_arm, "--launches", "1", "--warmup", "0", "--iterations", "2",
-              "--quiet"]
-    cli("device", "test", matrix_kept, *common, "--json", tmp_path / "good.json")
-    (cell,) = json.loads((tmp_path / "good.json").read_text())["runs"]
-    (found,) = [c for c in cell["checks"] if c["name"] == "golden detections"]
+    cell, _ = qemu_cell(cli, matrix_kept, lite_arm, tmp_path / "good.json")
+    found = check_named(cell, "golden detections")
     assert cell["status"] == "passed" and found["status"] == "passed", cell
     assert cell["detections"]["mode"] == "fp32" and cell["detections"]["max_corner_px"] <= 1.0
     print(found["message"])
@@ -225,10 +219,9 @@ def test_a_kept_matrix_bundle_passes_the_device_suite_and_a_moved_golden_box_fai
     rows = np.load(moved / rows_file)
     rows[0, [2, 4]] += 2.0                                                   # image 0's best box, 2 px to the right
     rewrite(moved, rows_file, rows)
-    result = cli("device", "test", moved, *common, "--json", tmp_path / "moved.json", ok=False)
+    cell, result = qemu_cell(cli, moved, lite_arm, tmp_path / "moved.json", ok=False)
     assert result.exit_code != 0
-    (cell,) = json.loads((tmp_path / "moved.json").read_text())["runs"]
-    (found,) = [c for c in cell["checks"] if c["name"] == "golden detections"]
+    found = check_named(cell, "golden detections")
     assert cell["status"] == "failed" and found["status"] == "failed", found
     assert cell["detections"]["failed_images"] == [0] and "failing images [0]" in found["message"], found
     assert 1.9 <= cell["detections"]["max_corner_px"] <= 2.1

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bundles import build_example_int8, manifest
+from bundles import build_example_int8, check_named, manifest, qemu_cell
 
 from edgekit.examples import segmenter
 from edgekit.examples.segmenter import train
@@ -58,10 +58,8 @@ def test_the_device_suite_compares_the_golden_class_maps_pixel_by_pixel(bundle, 
     pixels, the floor the build measured on tier C's worst image less 1 point."""
     floors = manifest(bundle)["golden"]["tolerances"]["masks"]
     assert floors["measured"]["tier"] == "C" and 0 < floors["min_agreement"] <= floors["measured"]["min_agreement"] - 1
-    cli("device", "test", bundle, "--device", "qemu", "--lite-arm", lite_arm, "--launches", "1", "--warmup", "0",
-        "--iterations", "2", "--json", tmp_path / "device.json", "--quiet")
-    (cell,) = json.loads((tmp_path / "device.json").read_text())["runs"]
-    (found,) = [c for c in cell["checks"] if c["name"] == "golden masks"]
+    cell, _ = qemu_cell(cli, bundle, lite_arm, tmp_path / "device.json")
+    found = check_named(cell, "golden masks")
     assert cell["status"] == "passed" and found["status"] == "passed", cell
     figures = cell["masks"]
     assert figures["mode"] == "agreement" and figures["images"] == manifest(bundle)["golden"]["count"]
