@@ -25,8 +25,8 @@ def main() -> int:
     args = parser.parse_args()
     logging.disable(logging.INFO)
 
-    from edgekit.config import resolve
-    from edgekit.pipeline import build
+    from edgekit.build.config import resolve
+    from edgekit.build.pipeline import build
 
     results = {}
     with tempfile.TemporaryDirectory(prefix="edgekit-bench-") as out:

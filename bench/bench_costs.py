@@ -44,8 +44,8 @@ def build_models(name: str, folder: Path, rng, trained_like: bool = False) -> di
     """FP32 and INT8 arm64 .nb files of one paddle.vision model; {"fp32": path, "int8": path, "sample": array}."""
     import paddle
 
-    from edgekit.config import InputSpec, QuantConfig
-    from edgekit.data import Samples
+    from edgekit.contracts.settings import InputSpec, QuantConfig
+    from edgekit.model.data import Samples
     from edgekit.export.dygraph import export_layer
     from edgekit.lite import convert
     from edgekit.lite.rewrite import lite_safe
@@ -86,9 +86,9 @@ def _trained_like(paddle, layer, images) -> None:
 
 
 def count(emulator, nb: Path, sample, cache: Path) -> dict:
-    from edgekit import costs
+    from edgekit.verify import counts
 
-    found = costs.measure(emulator, nb, {"x": sample}, cache_folder=cache, profiles=["default", "a55"], repeat=1)
+    found = counts.measure(emulator, nb, {"x": sample}, cache_folder=cache, profiles=["default", "a55"], repeat=1)
     return {path: c["per_inference"] for path, c in found["paths"].items()} | {"seconds": found["seconds"]}
 
 
@@ -147,11 +147,11 @@ def validate(counts: dict, models: list[str], per_class: bool) -> dict:
 def bundle_counts(paths: list[Path], runtime: Path, processes: int = 3) -> dict:
     """Each bundle's golden input 0 counted on every kernel path in `processes` separate runner processes (the
     spread between them, and within one: 3 timed runs), and the plugin's slowdown of the same runs."""
-    from edgekit import costs
-    from edgekit.config import EmulationConfig
-    from edgekit.emulation import Emulator, native_cache
+    from edgekit.verify import counts
+    from edgekit.contracts.settings import EmulationConfig
+    from edgekit.verify.emulator import Emulator, native_cache
     from edgekit.lite import icount, native
-    from edgekit.tables import TARGETS, Target
+    from edgekit.core.tables import TARGETS, Target
 
     plugin = icount.build_plugin(native_cache())
     out = {}
@@ -162,7 +162,7 @@ def bundle_counts(paths: list[Path], runtime: Path, processes: int = 3) -> dict:
         sample = {i["name"]: np.load(path / i["file"])[:1] for i in manifest["golden"]["inputs"]}
         entry = {"model": manifest["model"]["name"], "target": manifest["model"]["target"],
                  "precision": manifest["model"]["precision"], "abi": abi, "paths": {}}
-        for profile in costs.profiles_for(abi):
+        for profile in counts.profiles_for(abi):
             if profile == "a53":
                 continue                      # the default path's kernels (measured within 0.2 % of it)
             figures, seconds = [], {}
@@ -201,8 +201,8 @@ def main() -> None:
                         "spread over --processes processes, plugin slowdown)")
     parser.add_argument("--processes", type=int, default=3, help="--bundles: counting processes per kernel path")
     args = parser.parse_args()
-    from edgekit.config import EmulationConfig
-    from edgekit.emulation import Emulator
+    from edgekit.contracts.settings import EmulationConfig
+    from edgekit.verify.emulator import Emulator
 
     runtime = os.environ.get("EDGEKIT_LITE_ARM")
     if not runtime:

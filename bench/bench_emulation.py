@@ -29,8 +29,8 @@ from common import example_flags, ocr_data
 
 
 def _build(flags: dict, config: Path | None, root: Path) -> tuple[dict, float]:
-    from edgekit.config import resolve
-    from edgekit.pipeline import build
+    from edgekit.build.config import resolve
+    from edgekit.build.pipeline import build
 
     cfg = resolve(config, {"target": "arm64", "out_dir": root, "cache_dir": str(root / "cache"), **flags})
     start = time.monotonic()

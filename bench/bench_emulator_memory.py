@@ -6,7 +6,7 @@
 Builds the digits example and the PP-OCRv4 detector for arm64 (no tier C, no search), then runs each
 `model.nb` once under qemu on one sample per input size (the detector is fully convolutional, so one
 `.nb` takes every size) and reports the runner's peak RSS: what `edgekit build` measures with its first
-emulator process before it decides how many more fit in the available memory (edgekit/emulation.py,
+emulator process before it decides how many more fit in the available memory (edgekit/verify/tier_c.py,
 `parallel_processes`). Figures only: nothing is asserted.
 """
 
@@ -30,12 +30,12 @@ def example_name(example: str) -> str:
 
 
 def _bundle(example: str, precision: str, data: Path | None, root: Path) -> Path:
-    from edgekit.config import resolve
+    from edgekit.build.config import resolve
 
     done = root / example / example_name(example) / f"arm64-{precision}"
     if (done / "model.nb").is_file():
         return done
-    from edgekit.pipeline import build
+    from edgekit.build.pipeline import build
 
     config, flags = example_flags(example, precision, data)
     flags.update(emulation_enabled=False, fallback=False)
@@ -44,8 +44,8 @@ def _bundle(example: str, precision: str, data: Path | None, root: Path) -> Path
 
 
 def _peak(emulator, bundle: Path, shape: tuple[int, ...], samples: int = 1) -> dict:
-    from edgekit.config import InputSpec
-    from edgekit.contracts import ModelEntry, read_manifest
+    from edgekit.contracts.settings import InputSpec
+    from edgekit.contracts.bundle import ModelEntry, read_manifest
 
     name, nb_file = ModelEntry.of(read_manifest(bundle)).inputs[0].name, bundle / "model.nb"
     sample = np.random.default_rng(0).uniform(-1, 1, (samples, *shape)).astype(np.float32)
@@ -65,9 +65,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--data", type=Path, help="PP-OCR data (python -m edgekit.examples.ppocr.make_data DIR)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    from edgekit.config import EmulationConfig
-    from edgekit.contracts import lite_arm_root
-    from edgekit.emulation import Emulator
+    from edgekit.contracts.settings import EmulationConfig
+    from edgekit.contracts.bundle import lite_arm_root
+    from edgekit.verify.emulator import Emulator
 
     emulator = Emulator.prepare("aarch64", EmulationConfig(runtime=lite_arm_root()), 600)
     rows = []

@@ -6,7 +6,7 @@ Builds the PP-OCRv4 rec example twice for arm64 (FP32 by default, `--int8` for I
 the example's search): `rec.toml` on the source ONNX (fixed width 320) and
 `rec_dynamic.toml` on the same ONNX (the import makes its reshapes width-free; width 320..1280). Renders
 lines with DejaVu Sans (Pillow's FreeType; /usr/share/fonts/truetype/dejavu), `--lines`
-short (< 20 characters) and as many long (>= 40), reads them through `edgekit.predict`
+short (< 20 characters) and as many long (>= 40), reads them through `edgekit.consumers.predict`
 (the bundles' own preprocess.json) on the x86 twin, and the first `--arm` short and long lines
 through model.nb under qemu (EDGEKIT_LITE_ARM). Prints one JSON object.
 """
@@ -44,7 +44,7 @@ def build(work: Path, int8: bool) -> dict[str, Path]:
                                          "ppocrv4-rec-dynamic")):
         bundle = work / "out" / name / f"arm64-{precision}"
         if not bundle.exists():
-            from edgekit.proc import run as run_process
+            from edgekit.core.proc import run as run_process
 
             args = [str(Path(sys.executable).parent / "edgekit"), "build", "-c", str(example / toml), "-m", str(onnx_path),
                     "--eval", str(data / "rec_eval.npz"), "--quant", precision, "--target", "arm64",
@@ -75,7 +75,7 @@ def main() -> int:
     parser.add_argument("--int8", action="store_true", help="INT8 bundles (the twin is FP32: --arm shows INT8)")
     parser.add_argument("--work", type=Path, default=None, help="keep builds here (reused when present)")
     args = parser.parse_args()
-    from edgekit.predict import BundleModel, Engines, EngineKind
+    from edgekit.consumers.predict import BundleModel, Engines, EngineKind
 
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-long-lines-"))
     bundles = build(work, args.int8)
@@ -90,7 +90,7 @@ def main() -> int:
         result["twin"][mode] = {name: score(model, crops[name], sets[name]) for name in sets}
         result["twin"][mode]["long tensor widths"] = [widths[0], widths[-1]]
     if args.arm:
-        from edgekit.config import EmulationConfig
+        from edgekit.contracts.settings import EmulationConfig
 
         settings = EmulationConfig(runtime=Path(os.environ["EDGEKIT_LITE_ARM"])) if os.environ.get("EDGEKIT_LITE_ARM") \
             else None

@@ -74,7 +74,8 @@ def main() -> int:
                         help="rec INT8: the example's algorithms (no fallback needed) or avg alone (the layer fallback)")
     args = parser.parse_args()
 
-    from edgekit import executors, matrix
+    from edgekit.core import executors
+    from edgekit.matrix import cells as matrix
 
     report: dict = {"examples": args.examples, "targets": args.targets, "precisions": args.precisions,
                     "emulation": args.emulation, "rec_search": args.rec_search, "cores": executors.usable_cores(), "runs": {}}

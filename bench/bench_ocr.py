@@ -55,7 +55,7 @@ def _readable(task, outputs) -> list:
 
 def _agreement(task, reference, reference_readable, outputs) -> dict:
     """Output agreement, and how many samples read the same (det: boxes matched against the reference's)."""
-    from edgekit.parity import cosine, max_abs
+    from edgekit.model.parity import cosine, max_abs
     from edgekit.tasks.ocr import detection_scores
 
     readable = _readable(task, outputs)
@@ -79,12 +79,12 @@ def bench_role(role: str, data: Path, work: Path, cfg_flags: dict) -> dict:
     from edgekit.lite.runtime import LiteRunner
     from edgekit.quantize.ptq import quantize_int8
 
-    from edgekit.artifacts import sha256_file
-    from edgekit.config import resolve
-    from edgekit.data import Samples
-    from edgekit.errors import EdgekitError
+    from edgekit.model.artifacts import sha256_file
+    from edgekit.build.config import resolve
+    from edgekit.model.data import Samples
+    from edgekit.core.errors import EdgekitError
     from edgekit.examples.ppocr import models
-    from edgekit.pipeline import build
+    from edgekit.build.pipeline import build
     from edgekit.tasks import find_truth
 
     info = models.MODELS[role]
@@ -181,7 +181,7 @@ def main() -> int:
     logging.disable(logging.INFO)
     os.environ.setdefault("GLOG_minloglevel", "2")
 
-    from edgekit import versions
+    from edgekit.core import versions
     from edgekit.examples.ppocr import make_data, models
 
     with tempfile.TemporaryDirectory(prefix="edgekit-bench-ocr-") as scratch:

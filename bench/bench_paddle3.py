@@ -29,9 +29,9 @@ from common import example_flags, ocr_data
 
 
 def _build(flags: dict, config: Path, root: Path, emulation: bool) -> dict:
-    from edgekit.config import resolve
+    from edgekit.build.config import resolve
     from edgekit.lite.nbfile import kernels
-    from edgekit.pipeline import build
+    from edgekit.build.pipeline import build
 
     cfg = resolve(config, {"target": "arm64", "out_dir": root, "cache_dir": "off", "emulation_enabled": emulation, **flags})
     start = time.monotonic()

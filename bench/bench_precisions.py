@@ -66,9 +66,9 @@ def _row(result, seconds: float) -> dict:
 
 
 def _run(cases: dict, base: dict, config: Path | None, root: Path) -> dict:
-    from edgekit.config import resolve
-    from edgekit.errors import EdgekitError
-    from edgekit.pipeline import build
+    from edgekit.build.config import resolve
+    from edgekit.core.errors import EdgekitError
+    from edgekit.build.pipeline import build
 
     rows = {}
     for name, flags in cases.items():

@@ -29,8 +29,8 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=6)
     args = parser.parse_args()
     logging.disable(logging.INFO)
-    from edgekit.config import resolve
-    from edgekit.pipeline import build
+    from edgekit.build.config import resolve
+    from edgekit.build.pipeline import build
 
     with tempfile.TemporaryDirectory(prefix="edgekit-bench-") as root:
         common = {"target": "arm64", "precision": "int8", "cache_dir": "off"}

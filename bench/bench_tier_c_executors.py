@@ -33,8 +33,8 @@ from common import example_flags, ocr_data  # noqa: E402
 
 
 def _build(flags: dict, config: Path | None, out: Path, cache: Path) -> tuple[dict, float]:
-    from edgekit.config import resolve
-    from edgekit.pipeline import build
+    from edgekit.build.config import resolve
+    from edgekit.build.pipeline import build
 
     cfg = resolve(config, {"target": "arm64", "out_dir": out, "cache_dir": str(cache), **flags})
     start = time.monotonic()
@@ -79,7 +79,7 @@ def main() -> int:
               file=sys.stderr)
         return 2
 
-    from edgekit.executors import make, usable_cores
+    from edgekit.core.executors import make, usable_cores
 
     report: dict = {"bench": "tier-c-executors", "example": args.example, "precision": args.precision,
                     "cores": usable_cores(), "runs": {}}

@@ -20,8 +20,8 @@ from typing import Annotated, List, Optional
 import typer
 from typer.core import TyperGroup
 
-from .errors import EdgekitError
-from .tables import CPU_PROFILES, PRECISIONS, TARGETS, Precision, Target
+from edgekit.core.errors import EdgekitError
+from edgekit.core.tables import CPU_PROFILES, PRECISIONS, TARGETS, Precision, Target
 
 
 class _Edgekit(TyperGroup):
@@ -118,7 +118,8 @@ def _fail(error: EdgekitError) -> None:
 
 def _resolve(config: Optional[Path], inputs: List[str], **flags):
     """One config from the flags the user gave (None = not given), over edgekit.toml and the environment."""
-    from .config import InputSpec, resolve
+    from edgekit.build.config import resolve
+    from edgekit.contracts.settings import InputSpec
 
     flags["inputs"] = tuple(InputSpec.parse(i) for i in inputs) or None
     return resolve(config, flags)
@@ -183,7 +184,7 @@ def build(
                    prune=prune, finetune=finetune, epochs=epochs, task_kind=task, emulation_runtime=lite_arm,
                    emulation_cpu=cpu, emulation_enabled=False if no_emulation else None, fold=False if no_fold else None)
     _start_toolchain()
-    from .pipeline import build as run_build
+    from edgekit.build.pipeline import build as run_build
 
     if not quiet:
         typer.echo(f"building {cfg.model.name} for {cfg.target.value} {cfg.precision.value} -> {cfg.bundle_dir}", err=True)
@@ -198,10 +199,10 @@ def build(
 
 def _emulation_settings(lite_arm: Optional[Path], cpu: Optional[str]):
     """[emulation] from flags and the environment alone (no edgekit.toml: a bundle carries its own model)."""
-    from .config import EmulationConfig
-    from .errors import ConfigError
+    from edgekit.contracts.settings import EmulationConfig
+    from edgekit.core.errors import ConfigError
 
-    from .contracts import lite_arm_root
+    from edgekit.contracts.bundle import lite_arm_root
 
     runtime = lite_arm_root(lite_arm)
     cpu = cpu or os.environ.get("EDGEKIT_CPU") or "default"
@@ -246,7 +247,7 @@ def prune_command(
     A factory is pruned in dynamic graph and fine-tuned through --finetune; an exported model is pruned as a program
     with per-layer ratios from a sensitivity analysis on a sample of --eval, scored in the task's metric.
     """
-    from .errors import ConfigError
+    from edgekit.core.errors import ConfigError
 
     _setup_logging(verbose, False)
     cfg = _resolve(config, inputs, model=model, weights=weights, params_file=params, evaluation=eval_data, labels=labels,
@@ -269,7 +270,7 @@ def inspect(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
 ) -> None:
     """Show a .nb's size, opt version and ops, or a bundle's manifest summary and checksum status."""
-    from .inspection import describe
+    from edgekit.consumers.inspection import describe
 
     info = describe(path)
     if as_json:
@@ -289,7 +290,7 @@ def bench(
 ) -> None:
     """Compare bundles' instruction counts per inference, per kernel path, as tier C recorded them (INT8 vs FP32,
     pruned vs not, armv7 vs arm64). Counts are deterministic, unlike emulated time (docs/costs.md)."""
-    from .costs import bench_bundles, table
+    from edgekit.consumers.costs import bench_bundles, table
 
     result = bench_bundles(bundles)
     if as_json:
@@ -310,7 +311,7 @@ def parity(
 ) -> None:
     """Replay a bundle's golden vectors: on its x86 twin .nb with the build's tier-A gates, or (--emulate) on
     model.nb under emulation. Exit 9 when a gate fails, 10 when the bundle does not verify."""
-    from .inspection import replay_golden, replay_golden_emulated
+    from edgekit.consumers.inspection import replay_golden, replay_golden_emulated
 
     if emulate:
         lines, ok = replay_golden_emulated(bundle, _emulation_settings(lite_arm, cpu), timeout)
@@ -323,7 +324,7 @@ def parity(
 
 
 def _engines(engine: Optional[str], lite_arm: Optional[Path], cpu: Optional[str], timeout: float):
-    from .predict import Engines, parse_engine
+    from edgekit.consumers.predict import Engines, parse_engine
 
     return Engines(parse_engine(engine), _emulation_settings(lite_arm, cpu), timeout)
 
@@ -353,7 +354,7 @@ def run(
     The engine (--engine) is named in the result's "engine" object whenever the bundle is not FP32 (and always with
     --json; a detector's list of boxes becomes {"boxes": [...], "engine": {...}} there), and in one line on stderr
     on a terminal or when the JSON cannot hold it."""
-    from .predict import BundleModel, read_image
+    from edgekit.consumers.predict import BundleModel, read_image
 
     model = BundleModel.load(bundle, engines=_engines(engine, lite_arm, cpu, timeout))
     result = model.predict(read_image(image))
@@ -389,7 +390,7 @@ def ocr(
     Prints one JSON array on one line: an object per text line (box, quad, det_score, angle and angle_score with
     --cls, text, confidence), in reading order; which engine ran each bundle goes to stderr, one line per bundle
     (with --json: into the object instead)."""
-    from .predict import BundleModel, ocr_system, read_image
+    from edgekit.consumers.predict import BundleModel, ocr_system, read_image
 
     engines = _engines(engine, lite_arm, cpu, timeout)
     models = {role: BundleModel.load(path, engines=engines) for role, path in (("det", det), ("rec", rec), ("cls", cls))
@@ -421,9 +422,9 @@ def package(
 ) -> None:
     """Verify bundles and write the app-ready asset set (models, specs, labels, golden data, assets.json with
     every file's sha256 and the runtime version the app must link) that the apps' loader checks at start-up."""
-    from .errors import ConfigError
-    from .package import PLATFORMS, Platform, default_destination, verify_set
-    from .package import package as write_assets
+    from edgekit.core.errors import ConfigError
+    from edgekit.consumers.package import PLATFORMS, Platform, default_destination, verify_set
+    from edgekit.consumers.package import package as write_assets
 
     if verify is not None:
         if bundles or sign is not None:
@@ -454,7 +455,7 @@ def package(
 import_app = typer.Typer(cls=_Edgekit, no_args_is_help=True, help="Convert models from other frameworks into Paddle inference models.")
 app.add_typer(import_app, name="import")
 from .device.cli import device_app; app.add_typer(device_app, name="device")  # noqa: E402,E702
-from .matrix_cli import matrix_command; app.command("matrix")(matrix_command)  # noqa: E402,E702
+from edgekit.matrix.cli import matrix_command; app.command("matrix")(matrix_command)  # noqa: E402,E702
 
 
 @import_app.command("onnx")
@@ -475,11 +476,11 @@ def import_onnx_command(
     Before X2Paddle, ops it lacks (HardSwish, LayerNormalization, Gelu, ...) are rewritten and opsets above 15 are
     converted down, each rewrite checked in ONNX Runtime; names X2Paddle cannot use are sanitised.
     """
-    from . import atomic
-    from .config import InputSpec
-    from .errors import ConfigError
+    from edgekit.core import atomic
+    from edgekit.contracts.settings import InputSpec
+    from edgekit.core.errors import ConfigError
     from .export.onnx_import import import_onnx
-    from .parity import Tolerance
+    from edgekit.model.parity import Tolerance
 
     out = out.expanduser().absolute()
     if out.exists():

@@ -5,7 +5,7 @@ Usage: python -m edgekit.export._x2paddle_child '<json request>', started by
 its output folder on sys.path and imports the Python code it generated there).
 
 The request holds `onnx` (the sanitised, shape-fixed copy) and `save_dir`. It
-answers with `edgekit.proc`'s child protocol: an error line also when X2Paddle
+answers with `edgekit.core.proc`'s child protocol: an error line also when X2Paddle
 called exit() (it prints a `paddle.jit.save` error and exits with status 0).
 """
 
@@ -16,7 +16,7 @@ import os
 import sys
 import traceback
 
-from edgekit.proc import emit_error, emit_result
+from edgekit.core.proc import emit_error, emit_result
 
 
 def _last_line(text: str) -> str:

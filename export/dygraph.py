@@ -8,11 +8,11 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from edgekit.artifacts import StaticModel
-from edgekit.config import InputSpec, ModelConfig
-from edgekit.errors import ExportError, InputModelError, ParityError
-from edgekit.parity import SameTolerance, check_same
-from edgekit.imports import import_callable
+from edgekit.model.artifacts import StaticModel
+from edgekit.contracts.settings import InputSpec, ModelConfig
+from edgekit.core.errors import ExportError, InputModelError, ParityError
+from edgekit.model.parity import SameTolerance, check_same
+from edgekit.core.imports import import_callable
 
 from . import program as prog
 from .runner import StaticRunner

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgekit.artifacts import StaticModel
-from edgekit.parity import SameTolerance, check_same
+from edgekit.model.artifacts import StaticModel
+from edgekit.model.parity import SameTolerance, check_same
 
 from . import program as prog
 

@@ -22,10 +22,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from edgekit.artifacts import StaticModel
-from edgekit.config import InputSpec
-from edgekit.data import GEOMETRY_FEEDS, geometry_values
-from edgekit.errors import ConversionError
+from edgekit.model.artifacts import StaticModel
+from edgekit.contracts.settings import InputSpec
+from edgekit.model.data import GEOMETRY_FEEDS, geometry_values
+from edgekit.core.errors import ConversionError
 
 from . import program as prog
 
@@ -116,7 +116,7 @@ def _write_constant(block, at: int, source, target, value: np.ndarray) -> int:
 
 def _check(model: StaticModel, bound: StaticModel, samples: Mapping[str, np.ndarray], image: str) -> float:
     from edgekit.export.runner import StaticRunner
-    from edgekit.parity import SameTolerance, check_same
+    from edgekit.model.parity import SameTolerance, check_same
 
     before = StaticRunner(model).run(dict(samples))
     after = StaticRunner(bound).run({image: samples[image]})

@@ -24,8 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
-from edgekit.errors import InputModelError
-from edgekit.parity import Tolerance
+from edgekit.core.errors import InputModelError
+from edgekit.model.parity import Tolerance
 
 SIGNAL_FLOOR = 1e-3                # an output whose largest |value| is below this carries no measurable direction
 NOISE_COSINE = 0.99999             # at or above it, a relative max-abs miss is worded as float rounding

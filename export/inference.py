@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from edgekit.artifacts import StaticModel
-from edgekit.config import InputSpec, ModelConfig
-from edgekit.errors import InputModelError, ParityError
-from edgekit.parity import SameTolerance, check_same
+from edgekit.model.artifacts import StaticModel
+from edgekit.contracts.settings import InputSpec, ModelConfig
+from edgekit.core.errors import InputModelError, ParityError
+from edgekit.model.parity import SameTolerance, check_same
 
 from . import legacy3
 from . import program as prog
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 ENGINE_AGREEMENT = 1e-4
 
 
-def _merge_specs(found: list[tuple[str, tuple[int, ...], str]], given: tuple[InputSpec, ...]) -> tuple[InputSpec, ...]:
+def merge_specs(found: list[tuple[str, tuple[int, ...], str]], given: tuple[InputSpec, ...]) -> tuple[InputSpec, ...]:
     """The program's own feeds, with dynamic dims filled from user specs; mismatches are errors."""
     names = [n for n, _, _ in found]
     by_name = {g.name: g for g in given}
@@ -79,7 +79,7 @@ def load_inference(cfg: ModelConfig, out_dir: Path) -> StaticModel:
     if not feeds or not fetches:
         raise InputModelError(f"{model_file} has no feed or fetch ops", "save it with paddle.jit.save or save_inference_model")
     check = {"written_by_program_version": written_by, "slots_dropped": dropped} if dropped else {}
-    return StaticModel(target.with_suffix(".pdmodel"), target.with_suffix(".pdiparams"), _merge_specs(feeds, cfg.inputs),
+    return StaticModel(target.with_suffix(".pdmodel"), target.with_suffix(".pdiparams"), merge_specs(feeds, cfg.inputs),
                        tuple(fetches), "inference", prog.op_types(program), check=check)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from edgekit.errors import InputModelError
+from edgekit.core.errors import InputModelError
 
 log = logging.getLogger(__name__)
 

@@ -41,7 +41,7 @@ from typing import Callable
 
 import numpy as np
 
-from edgekit.errors import ExportError, InputModelError
+from edgekit.core.errors import ExportError, InputModelError
 
 from . import onnxrt, simplify
 

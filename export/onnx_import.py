@@ -35,11 +35,11 @@ from typing import Iterator, Mapping
 
 import numpy as np
 
-from edgekit import proc
-from edgekit.artifacts import StaticModel, sha256_file
-from edgekit.config import InputSpec
-from edgekit.errors import ConfigError, ExportError, InputModelError, ToolError
-from edgekit.parity import Tolerance
+from edgekit.core import proc
+from edgekit.model.artifacts import StaticModel, sha256_file
+from edgekit.contracts.settings import InputSpec
+from edgekit.core.errors import ConfigError, ExportError, InputModelError, ToolError
+from edgekit.model.parity import Tolerance
 
 from . import import_gate, legalize, onnxrt, simplify
 from . import width_free as width_free_mod
@@ -413,7 +413,7 @@ def _onnxruntime_outputs(onnx_path: Path, draws: list[dict[str, np.ndarray]]) ->
 
 def onnxruntime_run(onnx_path: Path, inputs: Mapping[str, np.ndarray], batch: int = 8) -> list[np.ndarray]:
     """ONNX Runtime on the source .onnx over every sample of `inputs` (keyed by ONNX input names), in batches."""
-    from edgekit.runners import run_batched
+    from edgekit.model.runners import run_batched
 
     session = onnxrt.session(onnx_path)
     return run_batched(lambda chunk: [np.asarray(o) for o in session.run(None, chunk)], inputs, batch)

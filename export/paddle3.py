@@ -4,7 +4,7 @@ One environment cannot hold two `paddlepaddle` versions, and opt 2.13 and Paddle
 Paddle 2.6's legacy programs, so Paddle 3 runs in its own interpreter
 (`EDGEKIT_PADDLE3_PYTHON`; `./run` makes `.venv-paddle3` from `export/paddle3.txt` and sets it).
 `_paddle3_child.py` is started there as a script (it imports nothing from edgekit) and
-answers with `edgekit.proc`'s child protocol; its failures become typed one-line errors here.
+answers with `edgekit.core.proc`'s child protocol; its failures become typed one-line errors here.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Mapping
 
 import numpy as np
 
-from edgekit import proc
-from edgekit.errors import ExportError, InputModelError, ToolError
+from edgekit.core import proc
+from edgekit.core.errors import ExportError, InputModelError, ToolError
 
 CHILD = Path(__file__).with_name("_paddle3_child.py")
 REQUIREMENTS = Path(__file__).with_name("paddle3.txt")

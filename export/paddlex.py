@@ -25,12 +25,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
-from edgekit.data import PreprocessSpec
-from edgekit.errors import EdgekitError, InputModelError
+from edgekit.contracts.preprocess import PreprocessSpec
+from edgekit.core.errors import EdgekitError, InputModelError
 from edgekit.tasks import TaskKind, make_task
 
 if TYPE_CHECKING:                                   # pragma: no cover
-    from edgekit.config import InputSpec
+    from edgekit.contracts.settings import InputSpec
 
 YML_NAME = "inference.yml"
 MAX_YML_BYTES = 8 << 20          # PP-OCRv5's rec file, 18k-character dictionary inline, is ~150 KB

@@ -19,15 +19,15 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from edgekit import limits
-from edgekit.artifacts import StaticModel, sha256_file
-from edgekit.config import InputSpec, ModelConfig
-from edgekit.errors import ExportError, InputModelError, ParityError
-from edgekit.parity import differences, output_scale, worst_max_abs
+from edgekit.core import limits
+from edgekit.model.artifacts import StaticModel, sha256_file
+from edgekit.contracts.settings import InputSpec, ModelConfig
+from edgekit.core.errors import ExportError, InputModelError, ParityError
+from edgekit.model.parity import differences, output_scale, worst_max_abs
 
 from . import paddle3
 from . import program as prog
-from .inference import _merge_specs
+from .inference import merge_specs
 from .pir_translate import translate
 from .runner import StaticRunner
 
@@ -88,7 +88,7 @@ def locate(model: Path, params: Path | None) -> PirSource:
 
 
 def _require_pir(path: Path) -> None:
-    """Untrusted input: read within the JSON limits (edgekit.limits), and shaped like a PIR program at the top."""
+    """Untrusted input: read within the JSON limits (edgekit.core.limits), and shaped like a PIR program at the top."""
     data = limits.read_json(path, InputModelError, PIR_FILE_HINT)
     base = data.get("base_code") if isinstance(data, dict) else None
     magic = base.get("magic") if isinstance(base, dict) else None
@@ -117,7 +117,7 @@ def _translate(p3: paddle3.Paddle3, source: PirSource, out_dir: Path, given: Seq
     translation = translate(Path(answer["graph"]), Path(answer["params"]), target)
     program = prog.parse_program(target.with_suffix(".pdmodel"))
     feeds, fetches = prog.feeds_and_fetches(program)
-    static = StaticModel(target.with_suffix(".pdmodel"), target.with_suffix(".pdiparams"), _merge_specs(feeds, tuple(given)),
+    static = StaticModel(target.with_suffix(".pdmodel"), target.with_suffix(".pdiparams"), merge_specs(feeds, tuple(given)),
                          tuple(fetches), origin, prog.op_types(program))
     report = {"source": {"path": str(source.program), "sha256": sha256_file(source.program),
                          "params": str(source.params) if source.params else None,

@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from edgekit.errors import InputModelError
+from edgekit.core.errors import InputModelError
 
 from . import pir_ops
 

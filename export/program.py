@@ -6,7 +6,7 @@ import json
 from contextlib import contextmanager
 from pathlib import Path
 
-from edgekit.errors import InputModelError
+from edgekit.core.errors import InputModelError
 
 MODEL_NAMES = ("__model__", "model", "inference.pdmodel", "model.pdmodel")
 PARAM_NAMES = ("__params__", "params", "inference.pdiparams", "model.pdiparams")

@@ -13,9 +13,9 @@ from typing import Mapping
 
 import numpy as np
 
-from edgekit.artifacts import StaticModel
-from edgekit.errors import InputModelError
-from edgekit.runners import run_batched
+from edgekit.model.artifacts import StaticModel
+from edgekit.core.errors import InputModelError
+from edgekit.model.runners import run_batched
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from edgekit.errors import InputModelError
+from edgekit.core.errors import InputModelError
 
 MAX_ABS = 1e-4          # measured 1.4e-6 on PP-OCRv4 rec at widths 320..1280
 

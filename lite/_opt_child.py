@@ -1,7 +1,7 @@
 """Child-process entry for paddlelite's Opt: its C++ aborts and segfaults stay in here.
 
 Usage: python -m edgekit.lite._opt_child '<json request>'; answers with
-`edgekit.proc`'s child protocol (`EDGEKIT-RESULT <json>` as the last stdout line).
+`edgekit.core.proc`'s child protocol (`EDGEKIT-RESULT <json>` as the last stdout line).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
-from edgekit.proc import emit_result
+from edgekit.core.proc import emit_result
 
 
 def main(argv: list[str]) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edgekit.artifacts import StaticModel
+from edgekit.model.artifacts import StaticModel
 from edgekit.export import program as prog
 
 

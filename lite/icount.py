@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
 
-from edgekit import proc
-from edgekit.atomic import publish_dir, staging_dir
-from edgekit.errors import EmulationUnavailable, ToolError
+from edgekit.core import proc
+from edgekit.core.atomic import publish_dir, staging_dir
+from edgekit.core.errors import EmulationUnavailable, ToolError
+
+from .cmake import NOT_BUILD_INPUTS, PRUNE_AFTER_SECONDS, cmake_generator, native_dir, tool_line
 
 ICOUNT_SCHEMA = "edgekit.icount/1"
 CLASSES = ("simd_fp", "load_store", "branch", "other")   # disjoint, they sum to total; dot_product is part of simd_fp
@@ -75,21 +77,17 @@ def parse_counts(data: object, record: Mapping) -> InstructionCounts:
 
 def plugin_key() -> tuple[str, dict]:
     """Hash of native/plugin/'s files, the host C compiler, cmake and the generator."""
-    from . import native
-
-    folder = native._native_dir() / "plugin"
+    folder = native_dir() / "plugin"
     digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix not in native.NOT_BUILD_INPUTS):
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix not in NOT_BUILD_INPUTS):
         digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes() + b"\0")
-    inputs = {"sources": digest.hexdigest(), "compiler": native._first_line(["cc", "--version"]),
-              "cmake": native._first_line(["cmake", "--version"]), "generator": native._generator()}
+    inputs = {"sources": digest.hexdigest(), "compiler": tool_line(["cc", "--version"]),
+              "cmake": tool_line(["cmake", "--version"]), "generator": cmake_generator()}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest(), inputs
 
 
 def build_plugin(cache_root: Path, *, timeout: float = 300) -> Path:
     """native/plugin/ built for this host (qemu loads it), cached under cache_root/native/icount-<key>; the .so."""
-    from . import native
-
     for command, package in (("cmake", "cmake"), ("cc", "gcc")):
         if shutil.which(command) is None:
             raise EmulationUnavailable(f"missing {command} to build the instruction-counting plugin",
@@ -106,7 +104,7 @@ def build_plugin(cache_root: Path, *, timeout: float = 300) -> Path:
         if library.is_file():
             return library
         with staging_dir(folder, ".icount-") as scratch:
-            steps = [["cmake", "-S", str(native._native_dir() / "plugin"), "-B", str(scratch), "-G", native._generator(),
+            steps = [["cmake", "-S", str(native_dir() / "plugin"), "-B", str(scratch), "-G", cmake_generator(),
                       "-DCMAKE_BUILD_TYPE=Release"], ["cmake", "--build", str(scratch)]]
             for argv in steps:
                 done = proc.run(argv, timeout=timeout, what="cmake (icount plugin)")
@@ -116,7 +114,7 @@ def build_plugin(cache_root: Path, *, timeout: float = 300) -> Path:
             (scratch / "edgekit-build.json").write_text(json.dumps({"key": key, "inputs": inputs}, indent=2) + "\n")
             publish_dir(scratch, final, keep_existing=lambda entry: (entry / LIBRARY).is_file())
         for old in folder.glob("icount-*"):
-            if old != final and time.time() - old.stat().st_mtime > native.PRUNE_AFTER_SECONDS:
+            if old != final and time.time() - old.stat().st_mtime > PRUNE_AFTER_SECONDS:
                 shutil.rmtree(old, ignore_errors=True)
     return library
 

@@ -5,7 +5,7 @@ x86 wheel cannot run an ARM `.nb`. Cross-compiling the runner against the user's
 light runtime and running it under `qemu-aarch64` / `qemu-arm` executes the very code a
 board runs, on this host. The same runner binary is what a device suite pushes to boards.
 
-Tables (ABIs, runner exit codes; CPU profiles are `edgekit.tables.CPU_PROFILES`) plus
+Tables (ABIs, runner exit codes; CPU profiles are `edgekit.core.tables.CPU_PROFILES`) plus
 four functions: `find_runtime`, `build` (cached by content), `emulator_argv`, `run_runner`.
 """
 
@@ -27,19 +27,19 @@ from typing import Mapping, Protocol, Sequence
 
 import numpy as np
 
-from edgekit import contracts, proc
-from edgekit.artifacts import sha256_file
-from edgekit.atomic import publish_dir, staging_dir
-from edgekit.errors import ConfigError, EdgekitError, EmulationUnavailable, ToolError
-from edgekit.tables import CPU_PROFILES, CpuProfile
+from edgekit.contracts import bundle as contracts
+from edgekit.core import proc
+from edgekit.model.artifacts import sha256_file
+from edgekit.core.atomic import publish_dir, staging_dir
+from edgekit.core.errors import ConfigError, EdgekitError, EmulationUnavailable, ToolError
+from edgekit.core.tables import CPU_PROFILES, CpuProfile
+
+from .cmake import NOT_BUILD_INPUTS, PRUNE_AFTER_SECONDS, cmake_generator, native_dir, tool_line
 
 log = logging.getLogger(__name__)
 
-NATIVE_DIR = Path(__file__).resolve().parents[1] / "native"
 BUILD_TYPE = "MinSizeRel"   # the compute is in Lite; -Os builds twice as fast as -O3
 CACHE_KEEP = 3              # cached builds kept per ABI (older keys are removed)
-PRUNE_AFTER_SECONDS = 3600  # never remove a build younger than this: a concurrent process may be using it
-NOT_BUILD_INPUTS = (".md", ".sh")   # native/'s README and install-deps.sh change no binary
 
 
 class Abi(str, enum.Enum):
@@ -168,35 +168,19 @@ def check_tools(abi: Abi | str) -> None:
                                    f"apt-get install {spec.packages[0]}")
 
 
-def _first_line(argv: list[str]) -> str:
-    done = proc.run(argv, timeout=60, what=argv[0])
-    return (done.stdout or done.stderr).strip().splitlines()[0] if done.returncode == 0 else f"{argv[0]}: exit {done.returncode}"
-
-
-def _native_dir() -> Path:
-    if not (NATIVE_DIR / "CMakeLists.txt").is_file():
-        raise EmulationUnavailable(f"edgekit's native sources are not at {NATIVE_DIR}",
-                                   "install edgekit from its repository (pip install -e <checkout>)")
-    return NATIVE_DIR
-
-
 def build_key(abi: Abi, runtime: LiteRuntime | None) -> tuple[str, dict]:
     """Hash of every source and build file under native/ (not its docs and scripts), the compiler, cmake,
     generator and the Lite library."""
-    source = _native_dir()
+    source = native_dir()
     digest = hashlib.sha256()
     for path in sorted(p for p in source.rglob("*") if p.is_file() and p.suffix not in NOT_BUILD_INPUTS):
         digest.update(str(path.relative_to(source)).encode() + b"\0" + path.read_bytes() + b"\0")
     spec = ABIS[abi]
-    inputs = {"abi": abi.value, "sources": digest.hexdigest(), "compiler": _first_line([spec.compiler, "--version"]),
-              "cmake": _first_line(["cmake", "--version"]), "generator": _generator(), "build_type": BUILD_TYPE,
+    inputs = {"abi": abi.value, "sources": digest.hexdigest(), "compiler": tool_line([spec.compiler, "--version"]),
+              "cmake": tool_line(["cmake", "--version"]), "generator": cmake_generator(), "build_type": BUILD_TYPE,
               "lite_sha256": runtime.sha256 if runtime else None,
               "lite_dir": str(runtime.cxx_dir) if runtime else None}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest(), inputs
-
-
-def _generator() -> str:
-    return "Ninja" if shutil.which("ninja") else "Unix Makefiles"
 
 
 def _result(abi: Abi, root: Path, key: str, cached: bool, seconds: float) -> NativeBuild:
@@ -233,10 +217,10 @@ def build(abi: Abi | str, runtime: LiteRuntime | None, cache_root: Path, *, time
         log.info("building native/ for %s into %s", abi.value, final)
         start = time.monotonic()
         with staging_dir(folder, f".{abi.value}-") as scratch:
-            configure = ["cmake", "-S", str(_native_dir()), "-B", str(scratch), "-G", _generator(),
+            configure = ["cmake", "-S", str(native_dir()), "-B", str(scratch), "-G", cmake_generator(),
                          f"-DCMAKE_BUILD_TYPE={BUILD_TYPE}"]
             if spec.toolchain:
-                configure.append(f"-DCMAKE_TOOLCHAIN_FILE={_native_dir() / 'cmake' / spec.toolchain}")
+                configure.append(f"-DCMAKE_TOOLCHAIN_FILE={native_dir() / 'cmake' / spec.toolchain}")
             if runtime is not None:
                 configure.append(f"-DEDGEKIT_LITE_DIR={runtime.cxx_dir}")
             steps = [configure, ["cmake", "--build", str(scratch), "--parallel", str(os.cpu_count() or 2)]]

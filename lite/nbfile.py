@@ -12,7 +12,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgekit.errors import InputModelError
+from edgekit.core.errors import InputModelError
 
 HEADER = struct.Struct("<H16sQ")
 

@@ -36,8 +36,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from edgekit.artifacts import StaticModel
-from edgekit.errors import ConversionError, EdgekitError, EmulationUnavailable
+from edgekit.model.artifacts import StaticModel
+from edgekit.core.errors import ConversionError, EdgekitError, EmulationUnavailable
 from edgekit.export import program as prog
 
 log = logging.getLogger(__name__)
@@ -228,7 +228,7 @@ def probe_keep(model: StaticModel, op: NmsOp, inputs: Mapping[str, np.ndarray], 
     work.mkdir(parents=True, exist_ok=True)
     nbs = {}
     for where in dict.fromkeys((places, "x86")):
-        try:   # with the rewrites every conversion gets (edgekit.stages.convert_target)
+        try:   # with the rewrites every conversion gets (edgekit.build.stages.convert_target)
             safe, _ = lite_safe(model, work / f"rewrite-{where}", dict(inputs), x86=where == "x86")
             nbs[where] = lite.convert(safe, where, work / f"nms-{where}.nb", timeout=timeout, target=where,
                                       precision="fp32").nb_file

@@ -6,9 +6,9 @@ import logging
 import tempfile
 from pathlib import Path
 
-from edgekit import proc
-from edgekit.artifacts import LiteModel, StaticModel, sha256_file
-from edgekit.errors import ConversionError
+from edgekit.core import proc
+from edgekit.model.artifacts import LiteModel, StaticModel, sha256_file
+from edgekit.core.errors import ConversionError
 
 from .nbfile import zero_version_padding
 

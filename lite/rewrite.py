@@ -8,7 +8,7 @@ program as it was (docs/toolchain.md lists what was measured):
 - `whole_tensor_reductions`: reductions over every element, which Lite's ARM kernels get wrong;
 - `constant_pad_value`: `pad3d` with a constant value, which Lite pads with zeros;
 - `scale_after_activation`: a `scale` after a conv-fused activation, which opt folds into the conv;
-- `flatten_to_reshape` (x86; for arm only when opt crashed without it: edgekit.stages.convert_target
+- `flatten_to_reshape` (x86; for arm only when opt crashed without it: edgekit.build.stages.convert_target
   retries, measured on MobileNetV2): opt segfaults on Paddle 2.6's `flatten_contiguous_range`
   (Lite's op expects an `XShape` output Paddle 2.6 no longer writes); `reshape2` with shape
   `[0]*start + [-1] + [0]*(ndim-stop-1)` computes the same tensor.
@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from edgekit.artifacts import StaticModel
-from edgekit.errors import ConversionError
+from edgekit.model.artifacts import StaticModel
+from edgekit.core.errors import ConversionError
 from edgekit.export import program as prog
 from edgekit.export.runner import StaticRunner
-from edgekit.parity import SameTolerance, check_same
+from edgekit.model.parity import SameTolerance, check_same
 
 REWRITE_MAX_ABS = 1e-6
 

@@ -7,8 +7,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from edgekit.errors import InputModelError
-from edgekit.runners import run_batched
+from edgekit.core.errors import InputModelError
+from edgekit.model.runners import run_batched
 
 
 class LiteRunner:

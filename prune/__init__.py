@@ -7,11 +7,12 @@ pruned as a static program with per-layer ratios from a cached sensitivity analy
 the later stages take, and a `PruneReport`. `run.prune_to_folder` is `edgekit prune`.
 
 This package's top level holds only what the configuration needs (no Paddle, no
-`edgekit.config`), so `edgekit.config` can import it directly; the stages are
+`edgekit.build.config`), so `edgekit.build.config` can import it directly; the stages are
 imported from their modules.
 """
 
-from .config import CRITERIA, KNOWN_KEYS, Choice, Criterion, Goal, PruneConfig, merge_prune, parse_prune, prune_config
+from edgekit.contracts.prune import (CRITERIA, KNOWN_KEYS, Choice, Criterion, Goal, PruneConfig, merge_prune,
+                                     parse_prune, prune_config)
 from .errors import PruneError
 from .report import LayerRow, PruneReport
 

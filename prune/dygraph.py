@@ -16,15 +16,15 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from edgekit.data import array_digest
+from edgekit.model.data import array_digest
 
 from .groups import groups_from, tied_convs, unreachable
-from .config import CRITERIA, Choice, Criterion, Goal, PruneConfig
+from edgekit.contracts.prune import CRITERIA, Choice, Criterion, Goal, PruneConfig
 from .errors import PruneError
 from .plan import Analysis, Conv, bisect, classify, explicit_ratios, filter_scores, pruned_mask, ratios_at, verify
 from .quiet import quiet_paddleslim
 from .report import PruneReport, layer_rows
-from edgekit.parity import Metric
+from edgekit.model.parity import Metric
 
 from .sensitivity import GRID, Sensitivity, cache_key, cached, measure
 

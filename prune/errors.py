@@ -1,5 +1,5 @@
 """Pruning errors are part of edgekit's one hierarchy."""
 
-from edgekit.errors import PruneError
+from edgekit.core.errors import PruneError
 
 __all__ = ["PruneError"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import time
 
-from edgekit.errors import ConfigError
-from edgekit.imports import import_callable
+from edgekit.core.errors import ConfigError
+from edgekit.core.imports import import_callable
 
 from .errors import PruneError
 

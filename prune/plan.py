@@ -19,9 +19,9 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from edgekit.errors import ConfigError
+from edgekit.core.errors import ConfigError
 
-from .config import Criterion, Goal, PruneConfig
+from edgekit.contracts.prune import Criterion, Goal, PruneConfig
 from .errors import PruneError
 
 

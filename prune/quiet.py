@@ -2,7 +2,7 @@
 
 import contextlib
 
-from edgekit.quiet import quiet_toolchain
+from edgekit.core.quiet import quiet_toolchain
 
 
 def quiet_paddleslim() -> contextlib.AbstractContextManager:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from edgekit import parity
+from edgekit.model import parity
 
 from .errors import PruneError
 from .plan import Analysis

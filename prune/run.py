@@ -12,13 +12,14 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from edgekit import atomic, contracts
-from edgekit.artifacts import StaticModel, sha256_file
-from edgekit.config import BuildConfig
-from edgekit.evalset import evaluation_set
-from edgekit.errors import BundleError
+from edgekit.contracts import bundle as contracts
+from edgekit.core import atomic
+from edgekit.model.artifacts import StaticModel, sha256_file
+from edgekit.contracts.settings import BuildConfig
+from edgekit.model.evalset import evaluation_set
+from edgekit.core.errors import BundleError
 
-from .config import PruneConfig
+from edgekit.contracts.prune import PruneConfig
 from .stage import PrunedModel, prune_factory_model, write_report
 
 
@@ -47,7 +48,7 @@ def measure_nb(pruned: PrunedModel, work: Path, timeout: float) -> None:
 
 
 def prune_to_folder(cfg: BuildConfig, prune_cfg: PruneConfig) -> tuple[Path, PrunedModel]:
-    from edgekit import versions
+    from edgekit.core import versions
 
     destination = cfg.out_dir / cfg.model.name / "pruned"
     with atomic.staging_dir(cfg.out_dir, ".edgekit-prune-") as work:

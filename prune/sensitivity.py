@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 
-from edgekit import atomic
+from edgekit.core import atomic
 
 log = logging.getLogger(__name__)
 

@@ -15,15 +15,15 @@ from pathlib import Path
 
 import numpy as np
 
-from edgekit.artifacts import StaticModel
-from edgekit.config import ModelConfig
-from edgekit.data import Samples
-from edgekit.errors import ConfigError
-from edgekit.evalset import EvalSet, synthetic
-from edgekit.parity import Metric, task_metric
-from edgekit.runners import run_batched
+from edgekit.model.artifacts import StaticModel
+from edgekit.contracts.settings import ModelConfig
+from edgekit.model.data import Samples
+from edgekit.core.errors import ConfigError
+from edgekit.model.evalset import EvalSet, synthetic
+from edgekit.model.parity import Metric, task_metric
+from edgekit.model.runners import run_batched
 
-from .config import Choice, PruneConfig
+from edgekit.contracts.prune import Choice, PruneConfig
 from .report import PruneReport
 
 log = logging.getLogger(__name__)

@@ -16,14 +16,14 @@ from typing import Mapping
 
 import numpy as np
 
-from edgekit.artifacts import StaticModel, sha256_file
-from edgekit.errors import ConfigError
-from edgekit.evalset import EvalSet
-from edgekit.parity import task_metric
-from edgekit.runners import run_batched
+from edgekit.model.artifacts import StaticModel, sha256_file
+from edgekit.core.errors import ConfigError
+from edgekit.model.evalset import EvalSet
+from edgekit.model.parity import task_metric
+from edgekit.model.runners import run_batched
 
 from .groups import CONV_OPS, groups_from, unreachable
-from .config import CRITERIA, Choice, PruneConfig
+from edgekit.contracts.prune import CRITERIA, Choice, PruneConfig
 from .errors import PruneError
 from .plan import Analysis, Conv, bisect, classify, explicit_ratios, predicted_cost, ratios_at, verify
 from .quiet import quiet_paddleslim

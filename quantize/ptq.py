@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 
-from edgekit.artifacts import QuantizedModel, StaticModel
-from edgekit.config import QuantConfig
-from edgekit.data import Samples
-from edgekit.errors import DataError, QuantizeError
-from edgekit.quiet import quiet_toolchain
+from edgekit.model.artifacts import QuantizedModel, StaticModel
+from edgekit.contracts.settings import QuantConfig
+from edgekit.model.data import Samples
+from edgekit.core.errors import DataError, QuantizeError
+from edgekit.core.quiet import quiet_toolchain
 from edgekit.export import program as prog
 
 log = logging.getLogger(__name__)

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 
-from edgekit import atomic, executors
-from edgekit.artifacts import QuantizedModel, StaticModel, sha256_file
-from edgekit.config import CALIBRATION_ALGOS, QuantConfig
-from edgekit.data import Samples
-from edgekit.errors import ConfigError, QuantizeError
-from edgekit.evalset import EvalSet
+from edgekit.core import atomic, executors
+from edgekit.model.artifacts import QuantizedModel, StaticModel, sha256_file
+from edgekit.contracts.settings import CALIBRATION_ALGOS, QuantConfig
+from edgekit.model.data import Samples
+from edgekit.core.errors import ConfigError, QuantizeError
+from edgekit.model.evalset import EvalSet
 
 from . import ptq
 from .sensitivity import (SENSITIVITY_METHODS, Budget, Evaluator, Fallback, LayerSensitivity, QuantLayer, Score,

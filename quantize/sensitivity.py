@@ -21,12 +21,12 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from edgekit import parity
-from edgekit.artifacts import StaticModel
-from edgekit.data import Samples, spread_indices
-from edgekit.evalset import EvalSet
-from edgekit.parity import COSINE_DROP, Budget, Score
-from edgekit.errors import ConfigError
+from edgekit.model import parity
+from edgekit.model.artifacts import StaticModel
+from edgekit.model.data import Samples, spread_indices
+from edgekit.model.evalset import EvalSet
+from edgekit.model.parity import COSINE_DROP, Budget, Score
+from edgekit.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ def quantizable_layers(model: StaticModel, op_types: Sequence[str] | None = None
     return tuple(layers)
 
 
-# ---------------------------------------------------------------- scoring candidates (Score and Budget: edgekit.parity)
+# ---------------------------------------------------------------- scoring candidates (Score and Budget: edgekit.model.parity)
 
 
 class Evaluator:

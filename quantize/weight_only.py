@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgekit.artifacts import QuantizedModel, StaticModel
+from edgekit.model.artifacts import QuantizedModel, StaticModel
 from edgekit.export import program as prog
 
 WEIGHT_OPS = {"conv2d": ("Filter", 0), "depthwise_conv2d": ("Filter", 0), "conv2d_transpose": ("Filter", 1),

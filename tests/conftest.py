@@ -26,7 +26,7 @@ def unavailable(reason: str) -> None:
 @pytest.fixture(scope="session")
 def lite_arm() -> Path:
     """The ARM runtime folder (EDGEKIT_LITE_ARM) with the tools to use it, for aarch64 at least."""
-    from edgekit.errors import ConfigError, EmulationUnavailable
+    from edgekit.core.errors import ConfigError, EmulationUnavailable
     from edgekit.lite import native
 
     root = os.environ.get("EDGEKIT_LITE_ARM")

@@ -22,7 +22,7 @@ whose robust CV (MAD-based, `stats.Summary.robust_cv`) or temperature rise is to
 is unstable: skipped, never failed.
 Accuracy gets no noise allowance: any drop of the task metric on the same data fails.
 
-Instruction counts (qemu devices: edgekit/costs.py) have no noise at all: the same
+Instruction counts (qemu devices: edgekit/verify/counts.py) have no noise at all: the same
 runner, runtime, model and input execute the same instructions on any host. So any
 growth of a kernel path's total beyond `count_tolerance_pct` (0 by default) is a
 count regression, with no re-run, whatever the `.nb` (a rebuilt bundle of the same
@@ -36,8 +36,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
-from .. import costs
-from ..errors import ConfigError
+from edgekit.verify import counts
+from edgekit.core.errors import ConfigError
 from . import stats
 
 SCHEMA = "edgekit.device-baseline/1"
@@ -122,7 +122,7 @@ COUNT_KEYS = ("unit", "input", "input_shapes", "plugin", "runtime_version", "run
 
 
 def count_record(found: Mapping, runtime_version: str, runner_build: str) -> dict:
-    """What a baseline keeps of `costs.measure_on_device`'s counts: per path the kernel path and the classes."""
+    """What a baseline keeps of `counts.measure_on_device`'s counts: per path the kernel path and the classes."""
     return {"unit": found["unit"], "input": found.get("input"), "input_shapes": found.get("input_shapes"),
             "plugin": found.get("plugin"), "runtime_version": runtime_version, "runner_build": runner_build,
             "paths": {p: {"kernel_path": c.get("kernel_path"), "per_inference": dict(c["per_inference"])}
@@ -138,7 +138,7 @@ def _well_formed(record: object) -> bool:
     paths = record.get("paths") if isinstance(record, Mapping) else None
     return isinstance(paths, Mapping) and bool(paths) and all(
         isinstance(c, Mapping) and isinstance(c.get("per_inference"), Mapping)
-        and all(type(c["per_inference"].get(k)) is int for k in ("total", *costs.CLASSES)) for c in paths.values())
+        and all(type(c["per_inference"].get(k)) is int for k in ("total", *counts.CLASSES)) for c in paths.values())
 
 
 def judge_counts(now: Mapping, entry: Mapping | None, policy: Policy) -> CountVerdict:
@@ -168,7 +168,7 @@ def judge_counts(now: Mapping, entry: Mapping | None, policy: Policy) -> CountVe
     context = (f" (the {', '.join(changed)} differ{'s' if len(changed) == 1 else ''} from the baseline's)"
                if changed else "")
     tolerance = policy.count_tolerance_pct
-    found = costs.regressions({p: base["paths"][p]["per_inference"] for p in common},
+    found = counts.regressions({p: base["paths"][p]["per_inference"] for p in common},
                               {p: now["paths"][p]["per_inference"] for p in common}, tolerance=tolerance / 100.0)
     if found:
         allowed = f"more than {tolerance:g} % " if tolerance else ""
@@ -303,6 +303,6 @@ def load(path: Path) -> dict | None:
 
 
 def save(path: Path, doc: Mapping) -> None:
-    from .. import atomic
+    from edgekit.core import atomic
 
     atomic.write_json(Path(path), doc)

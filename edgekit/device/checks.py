@@ -14,8 +14,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from .. import parity
-from ..errors import ParityError
+from edgekit.model import parity
+from edgekit.core.errors import ParityError
 from . import baseline as baseline_mod
 from . import stats
 from .baseline import Measurement, Verdict

@@ -86,7 +86,7 @@ def judge(name: str, post, compare_fn, message_fn, badness_fn, reference: Sequen
           launches: Sequence[Sequence[np.ndarray]], floors: Mapping | None) -> tuple[dict, CheckResult]:
     """The worst launch (by `badness_fn`) of the device's golden outputs, post-processed with `post`, against the
     golden reference's: its figures and one CheckResult named `name` (detections here, masks in masks.py)."""
-    from ..errors import EdgekitError
+    from edgekit.core.errors import EdgekitError
 
     try:
         expected = post(list(reference))

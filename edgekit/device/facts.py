@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Mapping, Sequence
 
-from ..tables import TARGETS
+from edgekit.core.tables import TARGETS
 
 # The thermal zones every Linux kernel exposes (millidegrees); a SoC has several, the hottest counts.
 TEMPERATURE_SCRIPT = "cat /sys/class/thermal/thermal_zone*/temp 2>/dev/null"

@@ -17,7 +17,7 @@ one cluster. The task gets the bytes it pushes (runner, Lite library, cpuinfo sh
 each bundle's model.nb and golden inputs) with its arguments, so a device host needs
 edgekit, Ray and the device's client (ssh, adb, qemu-user), but no bundle folder, no
 Paddle-Lite runtime and no cross compiler. It runs the suite's own per-device worker
-(`suite._device_worker`) there and returns the same `CellResult`s, each with the Ray
+(`suite.device_worker`) there and returns the same `CellResult`s, each with the Ray
 node that ran it (`device.node`: id, hostname, IP); `--update-baseline` entries are
 made on the node and written by the driver.
 
@@ -37,8 +37,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from .. import executors
-from ..errors import DeviceError
+from edgekit.core import executors
+from edgekit.core.errors import DeviceError
 from .preflight import Prepared, Runtime
 from .results import EXIT_LOST, CellResult
 from .transports import DeviceSpec
@@ -124,7 +124,7 @@ def run_device(cfg, spec: DeviceSpec, payload: Payload, doc: dict | None) -> Dev
         folder = Path(scratch)
         runtimes, prepared = payload.unpack(folder / "files")
         local = replace(cfg, baseline=None, baseline_dir=folder / "baselines") if cfg.update_baseline else cfg
-        cells = suite._device_worker(local, spec, prepared, runtimes, doc, lines.append)
+        cells = suite.device_worker(local, spec, prepared, runtimes, doc, lines.append)
         written = local.baseline_file(spec) if cfg.update_baseline else None
         found = written is not None and written.is_file()
         baseline = json.loads(written.read_text(encoding="utf-8")) if found else None
@@ -156,7 +156,7 @@ class Farm:
     def run(self, cfg, prepared: Sequence[Prepared], runtimes: Mapping[str, Runtime], docs: Mapping[str, dict | None],
             say: Callable[[str], None]) -> list[list[CellResult]]:
         from . import baseline as baseline_mod
-        from .suite import _failed_cell
+        from .suite import failed_cell
 
         nodes = executors.alive_nodes(self.executor._ray)
         payload = pack(prepared, runtimes)
@@ -168,7 +168,7 @@ class Farm:
             if len(holders) != 1:
                 error = self._unplaced(spec, name, holders, len(nodes))
                 say(f"✗ {error.message}")
-                by_device[d] = [_failed_cell(p, spec, None, p.error or error, p.phase if p.error else "device")
+                by_device[d] = [failed_cell(p, spec, None, p.error or error, p.phase if p.error else "device")
                                 for p in prepared]
                 continue
             tasks.append(executors.Task(run_device, (cfg, spec, payload, docs[spec.id]),
@@ -196,7 +196,7 @@ class Farm:
                                     "its results are missing, not failed: check the device's host and its `ray start`, "
                                     "then rerun this device")
                 say(f"✗ {error.message}")
-                by_device[d] = [_failed_cell(p, spec, None) if p.error else _lost(_failed_cell(p, spec, None, error,
+                by_device[d] = [failed_cell(p, spec, None) if p.error else _lost(failed_cell(p, spec, None, error,
                                                                                                LOST_PHASE), node)
                                 for p in prepared]
             elif isinstance(outcome.error, ImportError):
@@ -204,7 +204,7 @@ class Farm:
                                     f"{outcome.error}", "install the same edgekit (pip install edgekit[ray]) in the "
                                     "environment that runs `ray start` on the device's host")
                 say(f"✗ {error.message}")
-                by_device[d] = [_failed_cell(p, spec, None, p.error or error, p.phase if p.error else "device")
+                by_device[d] = [failed_cell(p, spec, None, p.error or error, p.phase if p.error else "device")
                                 for p in prepared]
             else:
                 raise outcome.error       # a bug in the suite: as a local run would, with its traceback

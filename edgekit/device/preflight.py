@@ -18,8 +18,8 @@ from typing import Mapping
 
 import numpy as np
 
-from ..contracts import ModelEntry
-from ..errors import BundleError, ConfigError, DataError, EdgekitError, InputModelError
+from edgekit.contracts.bundle import ModelEntry
+from edgekit.core.errors import BundleError, ConfigError, DataError, EdgekitError, InputModelError
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Prepared:
     output_names: tuple[str, ...] = ()
     tolerances: Mapping | None = None
     expect: tuple[str, ...] = ()               # --expect NAME:SHAPE:DTYPE for the runner
-    evaluation: object | None = None           # edgekit.evalset.EvalSet (subset), with --eval
+    evaluation: object | None = None           # edgekit.model.evalset.EvalSet (subset), with --eval
     eval_source: str | None = None
     rows: bool = False                         # an NMS op kept in the graph: rows + a count per sample (--rows)
     task: object | None = None                 # a detection/segmentation task (task.json): golden detections / masks
@@ -77,7 +77,7 @@ class Prepared:
 
 
 def runtime_for(lite_arm: Path | None, abi: str) -> Runtime:
-    from ..emulation import native_cache
+    from edgekit.verify.emulator import native_cache
     from ..lite import native
 
     if lite_arm is None:
@@ -101,10 +101,10 @@ def _info(path: Path, manifest: Mapping | None) -> dict:
 def prepare(index: int, path: Path, runtimes: dict[str, Runtime], lite_arm: Path | None,
             eval_data: Path | None, eval_samples: int) -> Prepared:
     """One bundle through every host-side check; host problems (no runtime, no compiler) raise."""
-    from .. import bundle as bundle_mod
-    from ..inspection import golden_groups, golden_vectors, verified
+    from edgekit.build import bundle as bundle_mod
+    from edgekit.consumers.inspection import golden_groups, golden_vectors, verified
     from ..lite.nbfile import read_header
-    from ..tables import TARGETS, Target
+    from edgekit.core.tables import TARGETS, Target
 
     path = Path(path)
     manifest = None
@@ -156,11 +156,12 @@ def prepare(index: int, path: Path, runtimes: dict[str, Runtime], lite_arm: Path
 def _golden_task(path: Path):
     """The bundle's task.json task when its golden outputs are judged in its own terms (`golden_key`: detection's
     matched boxes, segmentation's class maps), which `checks.golden_matching` post-processes with."""
-    from ..contracts import TaskFile
+    from edgekit.contracts.bundle import TaskFile
+    from ..tasks import task_of
 
     try:
         task_file = TaskFile.read(path)
-        task = task_file.task() if task_file is not None else None
+        task = task_of(task_file) if task_file is not None else None
     except EdgekitError:
         return None
     return task if getattr(task, "golden_key", None) else None
@@ -169,10 +170,10 @@ def _golden_task(path: Path):
 def load_eval(path: Path, manifest: Mapping, data: Path, count: int):
     """`data` read as the bundle reads images (preprocess.json) and scored in its task (task.json), `count` samples
     spread over it. Needs ground truth: class folders / a .npz `labels` array, or a truth file beside the data."""
-    from ..contracts import PreprocessFile, TaskFile
-    from ..data import load_samples
-    from ..evalset import EvalSet
-    from ..tasks import find_truth
+    from edgekit.contracts.bundle import PreprocessFile, TaskFile
+    from edgekit.model.data import load_samples
+    from edgekit.model.evalset import EvalSet
+    from ..tasks import find_truth, task_of
 
     task_file = TaskFile.read(path)
     if task_file is None:
@@ -190,7 +191,7 @@ def load_eval(path: Path, manifest: Mapping, data: Path, count: int):
                             f"the bundle's model wants {want[1:]}", "give data the bundle's preprocessing turns into that")
     samples = type(samples)({i.name: samples.inputs[i.name].astype(i.dtype, copy=False) for i in inputs},
                             samples.labels, samples.files, samples.source)
-    task = task_file.task()
+    task = task_of(task_file)
     stored = find_truth(data, len(samples))
     if stored is not None:
         evaluation = EvalSet(samples, task, tuple(stored.values))

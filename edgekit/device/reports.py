@@ -1,6 +1,6 @@
 """The suite's outputs: the JSON result, JUnit XML, and a Markdown report with a latency plot (PNG).
 
-Every file is written atomically (`edgekit.atomic`): after a crash or a kill there is
+Every file is written atomically (`edgekit.core.atomic`): after a crash or a kill there is
 the previous file or none, never half of one. JUnit has one testsuite per (bundle,
 device) cell and one testcase per check: a failed check is a `<failure>`, a cell that
 could not run is an `<error>` on the step where it stopped, and latency that is not
@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Sequence
 
-from .. import atomic
+from edgekit.core import atomic
 from .results import CellResult, SuiteResult
 
 PLOT = "latency.png"

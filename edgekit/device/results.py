@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ..errors import EdgekitError, ParityError
+from edgekit.core.errors import EdgekitError, ParityError
 
 RESULT_SCHEMA = "edgekit.device-result/1"
 EXIT_CHECK_FAILED = ParityError.exit_code   # 9: golden, determinism or accuracy check failed
@@ -60,7 +60,7 @@ class CellResult:
     peak_rss_kb: int | None = None
     seconds: float = 0.0
     baseline_updated: bool = False
-    instruction_counts: dict | None = None  # qemu devices: the counts, their verdict and the baseline's (edgekit/costs.py)
+    instruction_counts: dict | None = None  # qemu devices: the counts, their verdict and the baseline's (edgekit/verify/counts.py)
     detections: dict | None = None         # detection bundles: the golden detections' figures (device/detections.py)
     masks: dict | None = None              # segmentation bundles: the golden class maps' figures (device/masks.py)
 

@@ -24,8 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
-from .. import contracts
-from ..errors import ConfigError, DataError, DeviceError, EdgekitError, InputModelError
+from edgekit.contracts import bundle as contracts
+from edgekit.core.errors import ConfigError, DataError, DeviceError, EdgekitError, InputModelError
 from .facts import DeviceFacts
 from .preflight import Prepared, Runtime
 from .transports import NO_SPACE, DeviceSpec, Transport

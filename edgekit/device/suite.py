@@ -10,7 +10,7 @@ comparison (`parity.golden_checks` with the bundle's tolerances), the output dig
 over launches, the task metric on the `--eval` subset, and the latency statistics
 and baseline decision are computed. A latency regression triggers one automatic
 re-run of all launches and stands only if the re-run agrees. On a qemu device the
-instructions of one inference of golden input 0 are counted too (`costs.measure_on_device`,
+instructions of one inference of golden input 0 are counted too (`counts.measure_on_device`,
 the tier-C plugin) and judged against the baseline's counts (`baseline.judge_counts`):
 deterministic, so any growth fails, with no re-run.
 """
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from ..errors import ConfigError, DeviceError, EdgekitError
+from edgekit.core.errors import ConfigError, DeviceError, EdgekitError
 from . import baseline as baseline_mod
 from . import checks
 from .baseline import Policy
@@ -92,7 +92,7 @@ def run_suite(cfg: SuiteConfig, say: Callable[[str], None] = lambda line: None,
               devices: Callable[..., list[list[CellResult]]] | None = None) -> SuiteResult:
     """Every bundle on every device; `say` gets one line per device and a block per finished cell.
 
-    `devices(cfg, prepared, runtimes, docs, say)` runs `_device_worker` for every device and returns
+    `devices(cfg, prepared, runtimes, docs, say)` runs `device_worker` for every device and returns
     each device's cells in `cfg.devices` order: threads on this host by default, Ray tasks on
     the nodes holding the devices with `edgekit.device.farm.on_ray`.
     Raises only for the host (a broken baseline file, no ARM runtime, no cross compiler);
@@ -106,7 +106,7 @@ def run_suite(cfg: SuiteConfig, say: Callable[[str], None] = lambda line: None,
         if p.error is not None:
             say(f"✗ {p.key}: {p.error.message}")
     if all(p.error is not None for p in prepared):   # nothing can run: no device is touched
-        cells = [_failed_cell(p, spec, None) for p in prepared for spec in cfg.devices]
+        cells = [failed_cell(p, spec, None) for p in prepared for spec in cfg.devices]
     else:
         by_device = (devices or _on_threads)(cfg, prepared, runtimes, docs, say)
         cells = [by_device[d][p] for p in range(len(prepared)) for d in range(len(cfg.devices))]
@@ -119,7 +119,7 @@ def _on_threads(cfg: SuiteConfig, prepared: Sequence[Prepared], runtimes: Mappin
                 docs: Mapping[str, dict | None], say: Callable[[str], None]) -> list[list[CellResult]]:
     """One worker thread per device on this host."""
     with ThreadPoolExecutor(max_workers=len(cfg.devices), thread_name_prefix="edgekit-device") as pool:
-        futures = [pool.submit(_device_worker, cfg, spec, prepared, runtimes, docs[spec.id], say)
+        futures = [pool.submit(device_worker, cfg, spec, prepared, runtimes, docs[spec.id], say)
                    for spec in cfg.devices]
         return [f.result() for f in futures]
 
@@ -127,7 +127,7 @@ def _on_threads(cfg: SuiteConfig, prepared: Sequence[Prepared], runtimes: Mappin
 def _edgekit_version() -> dict:
     from importlib import metadata
 
-    from ..versions import source_revision
+    from edgekit.core.versions import source_revision
 
     try:
         version = metadata.version("edgekit")
@@ -140,7 +140,7 @@ def _device_info(spec: DeviceSpec, facts: DeviceFacts | None) -> dict:
     return {"spec": spec.text, "id": spec.id, "kind": spec.kind, "facts": facts.to_json() if facts else None}
 
 
-def _failed_cell(p: Prepared, spec: DeviceSpec, facts: DeviceFacts | None, error: EdgekitError | None = None,
+def failed_cell(p: Prepared, spec: DeviceSpec, facts: DeviceFacts | None, error: EdgekitError | None = None,
                  phase: str | None = None, checks: Sequence[CheckResult] = (), launches: Sequence[dict] = (),
                  seconds: float = 0.0) -> CellResult:
     error = error or p.error
@@ -152,7 +152,7 @@ def _failed_cell(p: Prepared, spec: DeviceSpec, facts: DeviceFacts | None, error
                       tuple(launches), seconds=seconds)
 
 
-def _device_worker(cfg: SuiteConfig, spec: DeviceSpec, prepared: Sequence[Prepared], runtimes: Mapping[str, Runtime],
+def device_worker(cfg: SuiteConfig, spec: DeviceSpec, prepared: Sequence[Prepared], runtimes: Mapping[str, Runtime],
                    doc: dict | None, say: Callable[[str], None]) -> list[CellResult]:
     cells: list[CellResult] = []
     shims = {abi: r.build.shim for abi, r in runtimes.items() if r.build.shim is not None}
@@ -160,13 +160,13 @@ def _device_worker(cfg: SuiteConfig, spec: DeviceSpec, prepared: Sequence[Prepar
         transport = open_transport(spec, shims)
     except EdgekitError as exc:
         say(f"✗ {exc.message}")
-        return [_failed_cell(p, spec, None, p.error or exc, p.phase if p.error else "device") for p in prepared]
+        return [failed_cell(p, spec, None, p.error or exc, p.phase if p.error else "device") for p in prepared]
     try:
         facts = transport.facts()
     except EdgekitError as exc:
         transport.close(keep=True)        # nothing was made on the device; only the local side is cleaned
         say(f"✗ {exc.message}")
-        return [_failed_cell(p, spec, None, p.error or exc, p.phase if p.error else "device") for p in prepared]
+        return [failed_cell(p, spec, None, p.error or exc, p.phase if p.error else "device") for p in prepared]
     say(f"{spec.label}: {facts.line()}")
     session = DeviceSession(spec, transport, facts, dict(runtimes), threads=cfg.threads, env=dict(cfg.runner_env),
                             timeout=cfg.timeout, keep=cfg.keep)
@@ -175,9 +175,9 @@ def _device_worker(cfg: SuiteConfig, spec: DeviceSpec, prepared: Sequence[Prepar
         for p in prepared:
             entry = (doc or {}).get("entries", {}).get(p.key)
             if p.error is not None:
-                cell = _failed_cell(p, spec, facts)
+                cell = failed_cell(p, spec, facts)
             elif lost is not None:
-                cell = _failed_cell(p, spec, facts, lost, "device")
+                cell = failed_cell(p, spec, facts, lost, "device")
             else:
                 cell = _cell(cfg, session, p, entry)
                 if cell.error and "unreachable" in cell.error["message"]:
@@ -276,7 +276,7 @@ def _cell(cfg: SuiteConfig, session: DeviceSession, p: Prepared, entry: Mapping 
     except EdgekitError as exc:
         if getattr(exc, "launch", None):
             launches.append(exc.launch)
-        return _failed_cell(p, session.spec, session.facts, exc, phase, done, launches, time.monotonic() - start)
+        return failed_cell(p, session.spec, session.facts, exc, phase, done, launches, time.monotonic() - start)
     figures, golden = checks.golden(p, outputs, session.spec.id)
     for w, outs in wide:
         golden += checks.golden(replace(p, reference=w.reference), [outs], session.spec.id, f" at width {w.width}")[1]
@@ -305,9 +305,9 @@ def _cell(cfg: SuiteConfig, session: DeviceSession, p: Prepared, entry: Mapping 
 
 def _count(cfg: SuiteConfig, session: DeviceSession, p: Prepared) -> dict:
     """Instructions per inference of the bundle's model.nb on the qemu device's CPU profile, as a baseline keeps them."""
-    from .. import costs
+    from edgekit.verify import counts
 
     runtime = session.runtimes[p.abi]
-    found = costs.measure_on_device(runtime, session.spec.address, p.nb_file, p.feeds, timeout=cfg.timeout,
+    found = counts.measure_on_device(runtime, session.spec.address, p.nb_file, p.feeds, timeout=cfg.timeout,
                                     rows=p.rows)
     return dict(baseline_mod.count_record(found, runtime.version, runtime.build.key[:16]), seconds=found["seconds"])

@@ -12,7 +12,7 @@ builds for Android), `exec` (a command prefix for the runner on the device: `tas
 -c 4-7`, or `qemu-aarch64 -L /usr/aarch64-linux-gnu` for a board without ARM cores),
 and for ssh `config` (an ssh_config file, `ssh -F`) and `identity` (`ssh -i`).
 
-Every process goes through `edgekit.proc.run`. A transport never interprets the
+Every process goes through `edgekit.core.proc.run`. A transport never interprets the
 runner's exit code; it turns its own failures into one-line `DeviceError`s:
 unreachable, disk full, file missing.
 """
@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Callable, Mapping, Protocol, Sequence
 from urllib.parse import parse_qsl
 
-from .. import proc
-from ..errors import ConfigError, DeviceError, ToolError
-from ..tables import TARGETS
+from edgekit.core import proc
+from edgekit.core.errors import ConfigError, DeviceError, ToolError
+from edgekit.core.tables import TARGETS
 from . import facts as facts_mod
 from .facts import DeviceFacts
 
@@ -124,7 +124,7 @@ def parse_device(text: str) -> DeviceSpec:
     if not rest and kind != "qemu":
         raise ConfigError(f"device {text!r} names no {'serial' if kind == 'adb' else 'host'}", f"write {info.syntax}")
     if kind == "qemu":
-        from ..tables import CPU_PROFILES
+        from edgekit.core.tables import CPU_PROFILES
 
         rest = rest or "default"
         if rest not in CPU_PROFILES:
@@ -379,7 +379,7 @@ class QemuTransport:
 
     def facts(self) -> DeviceFacts:
         from ..lite import native
-        from ..tables import CPU_PROFILES
+        from edgekit.core.tables import CPU_PROFILES
 
         profile = CPU_PROFILES[self.spec.address]
         versions = []
@@ -459,7 +459,7 @@ def open_transport(spec: DeviceSpec, shims: Mapping[str, Path]) -> Transport:
 
 def discover() -> list[tuple[str, str, str]]:
     """(kind, device, what is known) for `edgekit device list`: adb's devices, qemu's profiles, ssh's syntax."""
-    from ..tables import CPU_PROFILES
+    from edgekit.core.tables import CPU_PROFILES
 
     rows: list[tuple[str, str, str]] = []
     adb = os.environ.get("EDGEKIT_ADB") or shutil.which("adb")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from edgekit.errors import ConfigError
+from edgekit.core.errors import ConfigError
 
 from .base import Task, TaskKind
 from .classification import Classification
@@ -52,6 +52,11 @@ def make_task(kind: TaskKind | str | None, options: Mapping[str, Any] | None = N
     return task
 
 
+def task_of(task_file) -> Task:
+    """A bundle's task.json (`edgekit.contracts.bundle.TaskFile`) as its task object, its options validated."""
+    return make_task(task_file.kind, dict(task_file.options))
+
+
 __all__ = [
     "TASKS",
     "Classification",
@@ -66,6 +71,7 @@ __all__ = [
     "Truth",
     "find_truth",
     "make_task",
+    "task_of",
     "read_truth",
     "truth_file",
     "write_truth",

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
-from edgekit.errors import ConfigError, DataError
+from edgekit.core.errors import ConfigError, DataError
 
 
 class TaskKind(str, enum.Enum):

@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from edgekit.errors import ConfigError, DataError
+from edgekit.core.errors import ConfigError, DataError
 
 from .base import Task, TaskKind, check_count, check_options, percent
 

@@ -46,7 +46,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from edgekit.errors import ConfigError, DataError
+from edgekit.core.errors import ConfigError, DataError
 
 from . import coco
 from .base import Task, TaskKind, check_count, check_options, number_option, percent

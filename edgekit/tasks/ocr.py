@@ -17,8 +17,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from edgekit.data import PreprocessSpec
-from edgekit.errors import ConfigError, DataError
+from edgekit.contracts.preprocess import PreprocessSpec
+from edgekit.core.errors import ConfigError, DataError
 
 from .base import Task, TaskKind, check_count, check_options, first_output, number_option, percent
 from .db import SCORE_MODES, DbParams, Quad, db_quads, quad_bounds

@@ -28,7 +28,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from edgekit.errors import ConfigError, DataError
+from edgekit.core.errors import ConfigError, DataError
 
 from .base import Task, TaskKind, check_count, check_options, number_option, percent
 
@@ -118,8 +118,8 @@ def golden_tolerance(measured: Mapping, tier: str) -> dict:
 
 def masks_truth(paths: Sequence[Path]) -> list[dict]:
     """Mask PNGs (8-bit, one channel; pixel value = class index) as truth entries, in the order given; each read by
-    `edgekit.data.decode_image`, which checks the header against the image limits before decoding."""
-    from ..data import decode_image
+    `edgekit.core.images.decode_image`, which checks the header against the image limits before decoding."""
+    from edgekit.core.images import decode_image
 
     entries = []
     for path in paths:

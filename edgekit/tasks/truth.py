@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from edgekit import atomic
-from edgekit.errors import DataError, EdgekitError
+from edgekit.core import atomic
+from edgekit.core.errors import DataError, EdgekitError
 
 from .base import Task
 

@@ -7,11 +7,11 @@ import pytest
 
 from bundles import leftovers
 
-from edgekit.artifacts import StaticModel
-from edgekit.config import InputSpec
-from edgekit.errors import ConversionError
+from edgekit.model.artifacts import StaticModel
+from edgekit.contracts.settings import InputSpec
+from edgekit.core.errors import ConversionError
 from edgekit.export.dygraph import export_dygraph
-from edgekit.config import ModelConfig
+from edgekit.contracts.settings import ModelConfig
 from edgekit.lite import convert
 
 pytestmark = pytest.mark.e2e

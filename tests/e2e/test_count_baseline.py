@@ -1,4 +1,4 @@
-"""The device suite's instruction-count gate on the qemu device (edgekit/costs.py, edgekit/device/baseline.py).
+"""The device suite's instruction-count gate on the qemu device (edgekit/verify/counts.py, edgekit/device/baseline.py).
 
 Two bundles of one key (`convstack/arm64-fp32`): one 3x3 conv, then the same model with one more
 conv. The baseline records the first; an unchanged rerun counts the same instructions (no

@@ -167,7 +167,7 @@ def test_a_paddledetection_model_folder_builds_from_its_inference_yml(tmp_path, 
     import paddle
     from paddle.static import InputSpec
 
-    from edgekit.data import PreprocessSpec
+    from edgekit.contracts.preprocess import PreprocessSpec
     from edgekit.tasks import write_truth
     from edgekit.tasks.truth import read_truth
 
@@ -219,8 +219,8 @@ def test_a_non_square_im_shape_is_written_as_two_columns(tmp_path):
     bound program computes what the three-input one computes, at another batch size too."""
     import paddle
 
-    from edgekit.artifacts import StaticModel
-    from edgekit.config import InputSpec
+    from edgekit.model.artifacts import StaticModel
+    from edgekit.contracts.settings import InputSpec
     from edgekit.export import geometry, program
     from edgekit.export.runner import StaticRunner
 

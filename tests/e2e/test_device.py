@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from bundles import manifest
 
-from edgekit.artifacts import sha256_file
+from edgekit.model.artifacts import sha256_file
 
 pytestmark = pytest.mark.e2e
 

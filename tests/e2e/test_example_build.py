@@ -7,7 +7,7 @@ import pytest
 
 from bundles import manifest
 
-from edgekit import bundle as bundle_mod
+from edgekit.build import bundle as bundle_mod
 
 pytestmark = pytest.mark.e2e
 
@@ -17,7 +17,7 @@ OBSERVED: list = []     # (stage, reads, writes) of the first int8 build, record
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory, cli):
-    from edgekit import pipeline
+    from edgekit.build import pipeline
 
     out = tmp_path_factory.mktemp("example")
     real = pipeline.run_stages
@@ -52,7 +52,7 @@ def test_int8_bundle_meets_the_gates(builds):
 
 def test_every_stage_touched_only_what_it_declares(builds):
     """The recording proxy: what each stage of a real int8 build read and wrote, against its declaration."""
-    from edgekit.pipeline import STAGES
+    from edgekit.build.pipeline import STAGES
 
     declared = {s.name: s for s in STAGES}
     assert [name for name, _, _ in OBSERVED] == [s.name for s in STAGES if s.name in {n for n, _, _ in OBSERVED}]
@@ -122,7 +122,7 @@ def test_kernel_listing_agrees_with_opts_visualiser(builds):
 
 
 def test_a_violated_gate_fails_and_writes_no_bundle(tmp_path, cli):
-    from edgekit.config import BUNDLED_EXAMPLE
+    from edgekit.build.config import BUNDLED_EXAMPLE
 
     strict = tmp_path / "edgekit.toml"
     text = BUNDLED_EXAMPLE.read_text().replace("int8_max_top1_drop = 1.0", "int8_max_top1_drop = -50.0")
@@ -140,7 +140,7 @@ def test_a_violated_gate_fails_and_writes_no_bundle(tmp_path, cli):
 def test_run_prints_the_class_and_refuses_a_damaged_bundle(builds, cli, tmp_path):
     import shutil
 
-    from edgekit.config import BUNDLED_EXAMPLE
+    from edgekit.build.config import BUNDLED_EXAMPLE
 
     image = sorted((BUNDLED_EXAMPLE.parent / "data" / "test" / "3").glob("*.png"))[0]
     shown = cli("run", builds[0] / "digits" / "arm64-fp32", image)

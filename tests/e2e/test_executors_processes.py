@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from edgekit import executors
-from edgekit.executors import Resources, Task, WorkerLost
+from edgekit.core import executors
+from edgekit.core.executors import Resources, Task, WorkerLost
 
 pytestmark = pytest.mark.e2e
 

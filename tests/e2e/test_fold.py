@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgekit.artifacts import StaticModel
-from edgekit.config import InputSpec
+from edgekit.model.artifacts import StaticModel
+from edgekit.contracts.settings import InputSpec
 from edgekit.export import fold
 from edgekit.export import program as prog
 

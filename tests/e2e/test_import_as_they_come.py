@@ -95,7 +95,7 @@ def test_pp_ocrv5_style_recogniser_builds_to_int8_and_reads_what_torch_reads(cli
 def test_without_the_rewrites_x2paddle_fails_and_the_error_names_the_measured_cause(recognisers, tmp_path, monkeypatch):
     """The issue's failure, reproduced: the opset-14 Squeeze/Unsqueeze left with their axes inputs (and no
     simplifier) stop X2Paddle's shape inference, and a later op meets dims of -1."""
-    from edgekit.errors import ExportError
+    from edgekit.core.errors import ExportError
     from edgekit.export import legalize, simplify
     from edgekit.export.onnx_import import import_onnx
 

@@ -13,9 +13,9 @@ import cv2
 import numpy as np
 import pytest
 
-from edgekit.data import PreprocessSpec
+from edgekit.contracts.preprocess import PreprocessSpec
 from edgekit.examples.ppocr import lines, make_data, models
-from edgekit.predict import BundleModel
+from edgekit.consumers.predict import BundleModel
 
 pytestmark = pytest.mark.e2e
 

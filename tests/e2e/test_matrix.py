@@ -13,12 +13,13 @@ import pytest
 import raycluster
 from bundles import kill_first
 
-from edgekit import executors, matrix
-from edgekit.executors import Resources, Task
+from edgekit.core import executors
+from edgekit.matrix import cells as matrix
+from edgekit.core.executors import Resources, Task
 
 pytestmark = pytest.mark.e2e
 
-DIGITS = Path(matrix.__file__).parent / "examples" / "digits" / "edgekit.toml"
+DIGITS = Path(matrix.__file__).parents[1] / "examples" / "digits" / "edgekit.toml"
 TIMING = {"seconds", "attempts", "status"}
 
 
@@ -135,7 +136,7 @@ def test_ctrl_c_leaves_only_complete_bundles(spec):
     import subprocess
     import sys
 
-    from edgekit import bundle as bundle_mod
+    from edgekit.build import bundle as bundle_mod
 
     root, _ = spec
     out = root / "interrupted"

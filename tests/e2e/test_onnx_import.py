@@ -10,11 +10,11 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from edgekit.artifacts import sha256_file
-from edgekit.errors import ConfigError, ExportError, InputModelError, ToolError
+from edgekit.model.artifacts import sha256_file
+from edgekit.core.errors import ConfigError, ExportError, InputModelError, ToolError
 from edgekit.export.onnx_import import check_against_onnxruntime, import_onnx
 from edgekit.export.runner import StaticRunner
-from edgekit.parity import Tolerance, cosine, max_abs
+from edgekit.model.parity import Tolerance, cosine, max_abs
 
 pytestmark = pytest.mark.e2e
 

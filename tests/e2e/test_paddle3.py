@@ -56,7 +56,7 @@ def test_scale_trap_is_wrong_without_its_rewrite(zoo, tmp_path):
     """opt folds `scale` after a conv-fused activation into the conv, before the activation: without
     `lite_safe` the x86 .nb is far off; with it, within 1e-4."""
     from edgekit import lite
-    from edgekit.config import ModelConfig
+    from edgekit.contracts.settings import ModelConfig
     from edgekit.export import StaticRunner
     from edgekit.export.pir import load_pir
     from edgekit.lite.rewrite import lite_safe

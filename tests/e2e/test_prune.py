@@ -9,13 +9,15 @@ import pytest
 from paddle import nn
 
 
-from edgekit import parity
-from edgekit.config import InputSpec, ModelConfig, QuantConfig, load_toml, resolve
-from edgekit.data import PreprocessSpec, Samples, load_images, read_labels
-from edgekit.errors import ConfigError
+from edgekit.model import parity
+from edgekit.build.config import resolve
+from edgekit.contracts.settings import InputSpec, ModelConfig, QuantConfig, load_toml
+from edgekit.contracts.preprocess import PreprocessSpec
+from edgekit.model.data import Samples, load_images, read_labels
+from edgekit.core.errors import ConfigError
 from edgekit.export import StaticRunner, load_inference
 from edgekit.export import program as prog
-from edgekit.evalset import EvalSet, with_truth
+from edgekit.model.evalset import EvalSet, with_truth
 from edgekit.prune import PruneError, prune_config
 from edgekit.prune.run import measure_nb
 from edgekit.prune.stage import prune_factory_model

@@ -15,11 +15,11 @@ import paddle
 import pytest
 from paddle import nn
 
-from edgekit.config import InputSpec, ModelConfig, QuantConfig
-from edgekit.data import Samples
+from edgekit.contracts.settings import InputSpec, ModelConfig, QuantConfig
+from edgekit.model.data import Samples
 from edgekit.export import StaticRunner, export_dygraph
 from edgekit.export import program as prog
-from edgekit import parity
+from edgekit.model import parity
 from edgekit.quantize import count_quantized_ops
 from edgekit.quantize.report import write_report
 from edgekit.quantize.search import SearchPlan, quantize_to_budget

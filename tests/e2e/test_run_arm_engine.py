@@ -24,8 +24,8 @@ def int8_bundle(tmp_path_factory, cli):
 
 
 def test_run_on_the_arm_engine_gives_model_nbs_own_class(lite_arm, int8_bundle, cli, monkeypatch):
-    from edgekit.emulation import native_cache
-    from edgekit.predict import BundleModel
+    from edgekit.verify.emulator import native_cache
+    from edgekit.consumers.predict import BundleModel
 
     images = manifest(int8_bundle)["golden"]["images"]
     image, fp32_result = int8_bundle / images["files"][0], images["results"][0]   # results: the FP32 reference's

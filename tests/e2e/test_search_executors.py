@@ -10,7 +10,7 @@ import pytest
 
 from test_quant_fallback import BUDGET, QUANT, setup  # noqa: F401  (the module-scoped fixture)
 
-from edgekit import executors
+from edgekit.core import executors
 from edgekit.export import StaticRunner
 from edgekit.quantize.search import SearchPlan, quantize_to_budget
 

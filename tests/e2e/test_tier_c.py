@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from bundles import leftovers, manifest
 
-from edgekit.artifacts import sha256_file
+from edgekit.model.artifacts import sha256_file
 from edgekit.lite import native
 
 pytestmark = pytest.mark.e2e
@@ -86,14 +86,14 @@ def test_armv7_runs_on_the_armhf_runtime(tmp_path, lite_arm, cli):
 
 
 def test_tier_c_records_instruction_counts_per_kernel_path(int8_bundle, lite_arm, cli):
-    from edgekit import costs
-    from edgekit.config import EmulationConfig
-    from edgekit.emulation import Emulator
+    from edgekit.verify import counts
+    from edgekit.contracts.settings import EmulationConfig
+    from edgekit.verify.emulator import Emulator
 
     m = manifest(int8_bundle)
-    counts = m["emulation"]["instruction_counts"]
-    assert counts["ran"] and set(counts["paths"]) == {"default", "a55"}      # one per kernel family (a53: on request)
-    neon, dot = counts["paths"]["default"], counts["paths"]["a55"]
+    recorded = m["emulation"]["instruction_counts"]
+    assert recorded["ran"] and set(recorded["paths"]) == {"default", "a55"}      # one per kernel family (a53: on request)
+    neon, dot = recorded["paths"]["default"], recorded["paths"]["a55"]
     assert (neon["kernel_path"], dot["kernel_path"]) == ("neon", "dotprod")
     # measured: 782,527 plain NEON, 456,431 with 159,808 SDOT/UDOT; the first run ~3.0 M (Lite's one-time work)
     assert 300_000 < neon["per_inference"]["total"] < 3_000_000 and neon["per_inference"]["dot_product"] == 0
@@ -104,7 +104,7 @@ def test_tier_c_records_instruction_counts_per_kernel_path(int8_bundle, lite_arm
     # input 0 is evaluation sample 0 (both spread from index 0), the sample tier C counted.
     emulator = Emulator.prepare("aarch64", EmulationConfig(runtime=lite_arm), 600)
     sample = {i["name"]: np.load(int8_bundle / i["file"])[:1] for i in m["golden"]["inputs"]}
-    again = costs.measure(emulator, int8_bundle / "model.nb", sample, profiles=["default"])
+    again = counts.measure(emulator, int8_bundle / "model.nb", sample, profiles=["default"])
     assert not again["cached"] and again["paths"]["default"]["per_inference"] == neon["per_inference"]
 
     shown = cli("inspect", int8_bundle).output

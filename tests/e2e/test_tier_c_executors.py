@@ -13,9 +13,9 @@ import pytest
 import raycluster
 from bundles import kill_first, manifest
 
-from edgekit import executors
-from edgekit.config import EmulationConfig, InputSpec
-from edgekit.emulation import Emulator
+from edgekit.core import executors
+from edgekit.contracts.settings import EmulationConfig, InputSpec
+from edgekit.verify.emulator import Emulator
 
 pytestmark = pytest.mark.e2e
 

@@ -82,8 +82,8 @@ def test_opset_17_and_20_exports_are_legalised_and_match_pytorch(cli, tmp_path_f
     """nn.LayerNorm at opset 17 (LayerNormalization) and nn.GELU at 20 (Gelu): ops X2Paddle 1.6.0 has no mapper for."""
     import onnx
 
-    from edgekit.artifacts import StaticModel
-    from edgekit.config import InputSpec
+    from edgekit.model.artifacts import StaticModel
+    from edgekit.contracts.settings import InputSpec
     from edgekit.export import program
     from edgekit.export.runner import StaticRunner
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgekit.errors import ConfigError
-from edgekit.lite import native
+from edgekit.core.errors import ConfigError
+from edgekit.lite import cmake, native
 
 
 def _required() -> bool:
@@ -95,7 +95,7 @@ def core_jobs(emulation, run_native):
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory):
     """A tiny FP32 model exported with paddle.jit.save and converted for arm by opt, plus its reference."""
-    from edgekit.config import InputSpec
+    from edgekit.contracts.settings import InputSpec
     from edgekit.export import StaticRunner
     from edgekit.export.dygraph import export_layer
     from edgekit.lite import convert, read_header
@@ -226,9 +226,9 @@ def camera_demo(emulation, native_cache):
             if not (final / "camera_demo").is_file():
                 scratch = final.with_name(final.name + ".partial")
                 shutil.rmtree(scratch, ignore_errors=True)
-                configure = ["cmake", "-S", str(CAMERA_DEMO), "-B", str(scratch), "-G", native._generator()]
+                configure = ["cmake", "-S", str(CAMERA_DEMO), "-B", str(scratch), "-G", cmake.cmake_generator()]
                 if spec.toolchain:
-                    configure.append(f"-DCMAKE_TOOLCHAIN_FILE={native.NATIVE_DIR / 'cmake' / spec.toolchain}")
+                    configure.append(f"-DCMAKE_TOOLCHAIN_FILE={cmake.NATIVE_DIR / 'cmake' / spec.toolchain}")
                 if runtime is not None:
                     configure.append(f"-DEDGEKIT_LITE_DIR={runtime.cxx_dir}")
                 for argv in (configure, ["cmake", "--build", str(scratch), "--parallel", str(os.cpu_count() or 2)]):

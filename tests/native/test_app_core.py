@@ -20,7 +20,7 @@ import threading
 import numpy as np
 import pytest
 
-from edgekit.predict import crop, sort_boxes, _scaled
+from edgekit.consumers.predict import crop, sort_boxes, _scaled
 
 ARM = [pytest.param("aarch64", marks=pytest.mark.e2e), pytest.param("armhf", marks=pytest.mark.e2e)]
 
@@ -131,7 +131,7 @@ def test_sha256_equals_hashlib(emulation, digits_fp32, tmp_path):
 
 
 def test_ocr_geometry_equals_predict_py(emulation, tmp_path):
-    """sort_boxes, crop (floor/ceil, clamped) and the detector's box scaling against edgekit/predict.py."""
+    """sort_boxes, crop (floor/ceil, clamped) and the detector's box scaling against edgekit/consumers/predict.py."""
     _, build = emulation("host")
     rng = np.random.default_rng(7)
     sorts = []
@@ -176,8 +176,8 @@ def test_decoder_equals_cv2_for_lossless_files(emulation, tmp_path):
     import cv2
     from PIL import Image
 
-    from edgekit.data import decode_image
-    from edgekit.errors import DataError
+    from edgekit.core.images import decode_image
+    from edgekit.core.errors import DataError
 
     _, build = emulation("host")
     lib = c_api(build)

@@ -1,7 +1,7 @@
 """camera_demo (camera_demo/) built with native/ as a subdirectory, cross-compiled and run under qemu with the
 real ARM runtime: its JSON lines must give what `edgekit run` / `edgekit ocr` give on the same frames.
 
-The Python side is edgekit/predict.py in this process (what the CLI commands call), checked against the CLI
+The Python side is edgekit/consumers/predict.py in this process (what the CLI commands call), checked against the CLI
 itself on a few images. Engines differ (the host's x86 twin vs ARM kernels), so FP32 scores are compared
 with a tolerance; classes, labels, texts, angles and boxes must be identical.
 """
@@ -14,11 +14,11 @@ import subprocess
 import numpy as np
 import pytest
 
-from edgekit.lite import native
-from edgekit.predict import BundleModel, read_image
+from edgekit.lite import cmake, native
+from edgekit.consumers.predict import BundleModel, read_image
 
 pytestmark = pytest.mark.e2e
-DIGITS = native.NATIVE_DIR.parent / "edgekit" / "examples" / "digits" / "data" / "test"
+DIGITS = cmake.NATIVE_DIR.parent / "edgekit" / "examples" / "digits" / "data" / "test"
 SCORE_TOLERANCE = 2e-5      # FP32 ARM kernels vs the x86 twin (measured: 2e-6 on digits, 4e-6 on OCR)
 
 

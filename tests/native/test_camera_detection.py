@@ -20,13 +20,13 @@ import subprocess
 import numpy as np
 import pytest
 
-from edgekit.lite import native
-from edgekit.predict import BundleModel, read_image
+from edgekit.lite import cmake, native
+from edgekit.consumers.predict import BundleModel, read_image
 from edgekit.tasks.detection import match_detections
 from edgekit.tasks.segmentation import decode_rle, encode_rle
 
 pytestmark = pytest.mark.e2e
-EXAMPLES = native.NATIVE_DIR.parent / "edgekit" / "examples"
+EXAMPLES = cmake.NATIVE_DIR.parent / "edgekit" / "examples"
 BOX_PIXELS = 1.0
 SCORE_TOLERANCE = 1e-4       # FP32 ARM kernels vs the x86 twin (measured: 1e-6, the results' rounding)
 WIDE_SCENES = 2              # 128x96 evaluation scenes added to the golden images

@@ -17,7 +17,7 @@ import json
 import numpy as np
 import pytest
 
-from edgekit.data import PreprocessSpec
+from edgekit.contracts.preprocess import PreprocessSpec
 from edgekit.tasks import make_task
 from edgekit.tasks.segmentation import resize_nearest, to_image
 

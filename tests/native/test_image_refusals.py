@@ -1,6 +1,6 @@
 """Python and C++ refuse the same images (issue 22): the crafted files of native/fuzz/corpus/image and
-tests/data/untrusted, plus files one pixel beyond the pixels-per-byte bounds, through edgekit.data.decode_image
-(cv2 behind edgekit/limits.py) and the app core's decoder (stb_image behind limits.h, via edgekit-app-tests
+tests/data/untrusted, plus files one pixel beyond the pixels-per-byte bounds, through edgekit.core.images.decode_image
+(cv2 behind edgekit/core/limits.py) and the app core's decoder (stb_image behind limits.h, via edgekit-app-tests
 --decode). A refusal by a limit names the same limit on both sides."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from edgekit.data import decode_image, image_format
-from edgekit.errors import DataError
+from edgekit.core.images import decode_image, image_format
+from edgekit.core.errors import DataError
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "native" / "fuzz" / "corpus" / "image"
 UNTRUSTED = REPO / "tests" / "data" / "untrusted"
-# The formats each side decodes differ by design: stb also reads PNM, cv2 behind edgekit.data also WebP.
+# The formats each side decodes differ by design: stb also reads PNM, cv2 behind edgekit.model.data also WebP.
 COMMON_FORMATS = ("png", "jpeg", "bmp")
 # Fuzz regressions inside the limits, where the decoders decide and differ by design (docs/security.md, "What
 # remains"): a damaged JPEG scan stb decodes to garbage pixels and cv2 refuses. The fuzz harness replays them.

@@ -130,14 +130,14 @@ def test_a_plugin_without_its_output_argument_stops_qemu(emulation, plugin, tiny
 def test_counts_do_not_depend_on_where_the_bundle_lies_or_on_the_environment(emulation, digits_int8, tmp_path,
                                                                              monkeypatch):
     """Guest-visible strings shift alignment-dependent scalar code (~0.1 % when only the .nb's folder name grew by
-    ten characters, measured); costs.measure counts through fixed-length paths in an empty environment."""
+    ten characters, measured); counts.measure counts through fixed-length paths in an empty environment."""
     import os
     import shutil
     from pathlib import Path
 
-    from edgekit import costs
-    from edgekit.config import EmulationConfig
-    from edgekit.emulation import Emulator
+    from edgekit.verify import counts
+    from edgekit.contracts.settings import EmulationConfig
+    from edgekit.verify.emulator import Emulator
 
     emulation("aarch64")                                                   # the skip/fail policy
     emulator = Emulator.prepare("aarch64", EmulationConfig(runtime=Path(os.environ["EDGEKIT_LITE_ARM"])), 600)
@@ -147,6 +147,6 @@ def test_counts_do_not_depend_on_where_the_bundle_lies_or_on_the_environment(emu
         folder.mkdir()
         shutil.copy(digits_int8 / "model.nb", folder / "model.nb")
         monkeypatch.setenv("EDGEKIT_TEST_PADDING", padding)
-        found = costs.measure(emulator, folder / "model.nb", sample, profiles=["default"])
+        found = counts.measure(emulator, folder / "model.nb", sample, profiles=["default"])
         figures.append(found["paths"]["default"]["per_inference"])
     assert figures[0] == figures[1] and figures[0]["total"] > 300_000

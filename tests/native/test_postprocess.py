@@ -153,7 +153,7 @@ def prepared(tmp_path_factory):
     for i, (kind, name, options, output, extra) in enumerate(all_cases()):
         task = make_task(kind, options)
         task_file, output_file = folder / f"task_{i:03d}.json", folder / f"output_{i:03d}.npy"
-        # as edgekit/stages.py writes a bundle's task.json
+        # as edgekit/build/stages.py writes a bundle's task.json
         task_file.write_text(json.dumps({"kind": task.kind.value, "primary": task.primary, "options": task.options()},
                                         ensure_ascii=False, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         np.save(output_file, output)

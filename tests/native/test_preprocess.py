@@ -19,9 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgekit.config import load_toml
-from edgekit.contracts import PreprocessFile
-from edgekit.data import PreprocessSpec, decode_image
+from edgekit.contracts.settings import load_toml
+from edgekit.contracts.bundle import PreprocessFile
+from edgekit.contracts.preprocess import PreprocessSpec
+from edgekit.core.images import decode_image
 from edgekit.tasks.ocr import line_spec, page_spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "edgekit" / "examples"
@@ -269,7 +270,7 @@ def test_tool_errors_name_the_problem(core_jobs, prepared, tmp_path):
 ])
 def test_width_mode_refusals_say_what_python_says(core_jobs, prepared, tmp_path, extra):
     """A bad width_mode / max_width / width_step: the core refuses with the rule Python's DataError names."""
-    from edgekit.errors import DataError
+    from edgekit.core.errors import DataError
 
     raw = {"color": "rgb", "resize": [48, 320], "resize_mode": "fit_height", **extra}
     with pytest.raises(DataError) as python:

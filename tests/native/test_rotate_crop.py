@@ -1,4 +1,4 @@
-"""The app core's rotated line crop (native/app/src/ocr.cc rotate_crop) against edgekit/predict.py's rotate_crop
+"""The app core's rotated line crop (native/app/src/ocr.cc rotate_crop) against edgekit/consumers/predict.py's rotate_crop
 (PaddleOCR's get_rotate_crop_image with bilinear sampling): the same crop sizes and pixels within 1 grey level
 (measured: 0), for tilted, tall (turned 90 degrees), border-crossing and degenerate quads, gray and BGR."""
 
@@ -10,7 +10,7 @@ import subprocess
 import cv2
 import numpy as np
 
-from edgekit.predict import rotate_crop
+from edgekit.consumers.predict import rotate_crop
 
 
 def quads(rng, height, width):

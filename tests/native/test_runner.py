@@ -9,9 +9,9 @@ import signal
 import numpy as np
 import pytest
 
-from edgekit.errors import DataError, InputModelError, ToolError
+from edgekit.core.errors import DataError, InputModelError, ToolError
 from edgekit.lite import native
-from edgekit.tables import CPU_PROFILES, CpuProfile
+from edgekit.core.tables import CPU_PROFILES, CpuProfile
 
 pytestmark = pytest.mark.e2e
 ARM = ["aarch64", "armhf"]

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from edgekit.lite import native
+from edgekit.lite import cmake, native
 
 FUZZ_SECONDS = int(os.environ.get("EDGEKIT_FUZZ_SECONDS", "10"))   # per harness, after the corpus replay
 HARNESSES = ["npy", "npz", "json", "nb_header", "spec", "assets", "image"]
-CORPUS = native.NATIVE_DIR / "fuzz" / "corpus"
+CORPUS = cmake.NATIVE_DIR / "fuzz" / "corpus"
 # Reports abort (exit != 0) so nothing passes with a finding in its log; the shim tests preload a library
 # in front of the ASan runtime, which is fine for an interposer that calls no allocator.
 SANITIZER_ENV = {
@@ -48,7 +48,7 @@ def _build(cache: Path, flavour: str, options: list[str], env: dict | None = Non
         return final
     scratch = final.with_name(final.name + ".partial")
     shutil.rmtree(scratch, ignore_errors=True)
-    steps = [["cmake", "-S", str(native.NATIVE_DIR), "-B", str(scratch), "-G", native._generator(), *options],
+    steps = [["cmake", "-S", str(cmake.NATIVE_DIR), "-B", str(scratch), "-G", cmake.cmake_generator(), *options],
              ["cmake", "--build", str(scratch), "--parallel", str(min(2, os.cpu_count() or 2))]]
     for argv in steps:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=1200, env=dict(os.environ, **(env or {})))

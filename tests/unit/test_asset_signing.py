@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from untrusted_bundles import make_bundle
 
 from edgekit.cli import app
-from edgekit.errors import BundleError, ConfigError, SignatureError
-from edgekit.package import INDEX, SIGNATURE, Platform, _file_table, package, verify_set
+from edgekit.core.errors import BundleError, ConfigError, SignatureError
+from edgekit.consumers.package import INDEX, SIGNATURE, Platform, _file_table, package, verify_set
 
 
 def _keys(folder, name="key"):

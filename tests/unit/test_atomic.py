@@ -1,4 +1,4 @@
-"""edgekit.atomic: a reader sees the old content or the new, never half of it."""
+"""edgekit.core.atomic: a reader sees the old content or the new, never half of it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from edgekit import atomic
+from edgekit.core import atomic
 
 
 def test_write_json_is_deterministic_and_replaces(tmp_path):

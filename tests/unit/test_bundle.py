@@ -1,4 +1,4 @@
-"""edgekit.bundle: golden vectors, atomic finalize, load and verify."""
+"""edgekit.build.bundle: golden vectors, atomic finalize, load and verify."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgekit.bundle import MANIFEST, SCHEMA, finalize, load, verify, write_golden
-from edgekit.errors import BundleError
+from edgekit.build.bundle import MANIFEST, SCHEMA, finalize, load, verify, write_golden
+from edgekit.core.errors import BundleError
 
 # the manifest keys load() requires, with just enough in them for these tests
 MINIMAL = {"model": {"file": "model.nb"}, "host_twin": {}, "golden": {}, "parity": {}, "config": {}}

@@ -1,4 +1,4 @@
-"""edgekit.config: input specs, the defaults < toml < environment < flags layering, validation."""
+"""edgekit.build.config: input specs, the defaults < toml < environment < flags layering, validation."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from edgekit.config import BUNDLED_EXAMPLE, BuildConfig, InputSpec, ModelConfig, resolve
-from edgekit.errors import ConfigError, EdgekitError
-from edgekit.tables import Precision, Target
+from edgekit.build.config import BUNDLED_EXAMPLE, resolve
+from edgekit.contracts.settings import BuildConfig, InputSpec, ModelConfig
+from edgekit.core.errors import ConfigError, EdgekitError
+from edgekit.core.tables import Precision, Target
 
 NO_ENV: dict = {}
 

@@ -1,4 +1,4 @@
-"""edgekit.contracts: the one reader and writer of each bundle file and of the runner's record."""
+"""edgekit.contracts.bundle: the one reader and writer of each bundle file and of the runner's record."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from edgekit import contracts
-from edgekit.data import PreprocessSpec
-from edgekit.errors import BundleError, DataError, InputModelError, ToolError
+from edgekit.contracts import bundle as contracts
+from edgekit.contracts.preprocess import PreprocessSpec
+from edgekit.core.errors import BundleError, DataError, InputModelError, ToolError
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("edgekit", "export", "lite", "quantize", "prune")
-# the files another program reads: only edgekit/contracts.py may name them (and so read or write them)
+# the files another program reads: only edgekit/contracts/ may name them (and so read or write them)
 CONTRACT_FILES = {contracts.MANIFEST, contracts.TASK, contracts.PREPROCESS, contracts.GOLDEN_INDEX,
                   contracts.RUNNER_RECORD}
 CONTRACT_SETTINGS = {contracts.LITE_ARM_ENV}
@@ -37,19 +37,19 @@ def test_no_bundle_or_runner_file_is_named_outside_the_contracts_module():
     offenders = []
     for folder in SOURCES:
         for path in sorted((ROOT / folder).rglob("*.py")):
-            if path == ROOT / "edgekit" / "contracts.py":
+            if ROOT / "edgekit" / "contracts" in path.parents:
                 continue
             for line, value in _string_literals(path):
                 name = value.rsplit("/", 1)[-1]
                 if name in CONTRACT_FILES or value in CONTRACT_SETTINGS:
                     offenders.append(f"{path.relative_to(ROOT)}:{line}: {value!r}")
-    assert offenders == [], "read these through edgekit.contracts: " + "; ".join(offenders)
+    assert offenders == [], "read these through edgekit.contracts.bundle: " + "; ".join(offenders)
 
 
 def test_the_runner_record_schema_and_exit_codes_are_stated_once():
     for folder in SOURCES:
         for path in sorted((ROOT / folder).rglob("*.py")):
-            if path.name != "contracts.py":
+            if ROOT / "edgekit" / "contracts" not in path.parents:
                 assert contracts.RUNNER_SCHEMA not in dict(_string_literals(path)).values(), path
 
 
@@ -123,11 +123,11 @@ def test_lite_arm_root_prefers_the_flag(tmp_path):
 
 
 def test_the_runner_abi_names_come_from_the_target_table():
-    """Python names runner ABIs in edgekit.tables.TARGETS; the C++ side in native/core's compiled_abi() (one function,
+    """Python names runner ABIs in edgekit.core.tables.TARGETS; the C++ side in native/core's compiled_abi() (one function,
     checked by native/tests/test_limits.cc)."""
     from edgekit.device import facts, transports
     from edgekit.lite.native import Abi
-    from edgekit.tables import TARGETS
+    from edgekit.core.tables import TARGETS
 
     table = {info.emulation for info in TARGETS.values() if info.emulation}
     assert {a.value for a in Abi if a is not Abi.host} == table == set(transports.ABIS) == set(facts.ANDROID_ABIS.values())

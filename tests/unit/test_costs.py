@@ -1,4 +1,4 @@
-"""Pure logic of instruction counts: the plugin file's reader (lite/icount.py) and bench's comparison (edgekit/costs.py)."""
+"""Pure logic of instruction counts: the plugin file's reader (lite/icount.py) and bench's comparison (edgekit/verify/counts.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import copy
 
 import pytest
 
-from edgekit import costs
-from edgekit.errors import ConfigError, InputModelError, ToolError
+from edgekit.consumers import costs
+from edgekit.verify import counts
+from edgekit.core.errors import ConfigError, InputModelError, ToolError
 from edgekit.lite.icount import parse_counts
 
 
@@ -68,18 +69,18 @@ def manifest(name, precision, target="arm64", paths=None, pruned=False, folded=T
             "emulation": {"ran": True, "instruction_counts": counts}}
 
 
-def counts(total, simd, dot=0):
+def path_counts(total, simd, dot=0):
     return {"total": total, "simd_fp": simd, "load_store": total - simd, "branch": 0, "other": 0, "dot_product": dot}
 
 
 def test_compare_puts_bundles_side_by_side_against_the_first():
-    fp32 = costs.row("b/fp32", manifest("digits", "fp32", paths={"default": ("neon", counts(1000, 400)),
-                                                                 "a55": ("dotprod", counts(1000, 400))}))
+    fp32 = costs.row("b/fp32", manifest("digits", "fp32", paths={"default": ("neon", path_counts(1000, 400)),
+                                                                 "a55": ("dotprod", path_counts(1000, 400))}))
     int8 = costs.row("b/int8", manifest("digits", "int8", pruned=True, folded=False,
-                                        paths={"default": ("neon", counts(780, 440)),
-                                               "a55": ("dotprod", counts(450, 250, dot=160))}))
-    v7 = costs.row("b/v7", manifest("digits", "int8", target="armv7", paths={"default": ("neon", counts(1200, 500))}))
-    assert costs.row("b/f", manifest("digits", "fp32", paths={"default": ("neon", counts(1, 1))})).variant == "-"
+                                        paths={"default": ("neon", path_counts(780, 440)),
+                                               "a55": ("dotprod", path_counts(450, 250, dot=160))}))
+    v7 = costs.row("b/v7", manifest("digits", "int8", target="armv7", paths={"default": ("neon", path_counts(1200, 500))}))
+    assert costs.row("b/f", manifest("digits", "fp32", paths={"default": ("neon", path_counts(1, 1))})).variant == "-"
     result = costs.compare([fp32, int8, v7])
     assert result["baseline"] == "b/fp32" and result["paths"] == ["default", "a55"]
     first, second, third = result["bundles"]
@@ -104,43 +105,43 @@ def test_a_bundle_without_counts_says_how_to_get_them():
 
 def test_regressions_flag_growth_only():
     base = {"default": 782_307, "a55": 455_713}
-    assert costs.regressions(base, dict(base)) == []
-    assert costs.regressions(base, {"default": 700_000, "a55": 455_713}) == []
-    (line,) = costs.regressions(base, {"default": 782_308, "a55": 455_713})
+    assert counts.regressions(base, dict(base)) == []
+    assert counts.regressions(base, {"default": 700_000, "a55": 455_713}) == []
+    (line,) = counts.regressions(base, {"default": 782_308, "a55": 455_713})
     assert line.startswith("default: 782,308 instructions") and "+0.00%" in line
-    assert costs.regressions(base, {"default": 790_000}, tolerance=0.01) == []
-    assert len(costs.regressions(base, {"default": 800_000}, tolerance=0.01)) == 1
+    assert counts.regressions(base, {"default": 790_000}, tolerance=0.01) == []
+    assert len(counts.regressions(base, {"default": 800_000}, tolerance=0.01)) == 1
 
 
 
 def test_regressions_name_every_class_that_moved():
     before = {"default": {"total": 100, "simd_fp": 40, "load_store": 30, "branch": 20, "other": 10, "dot_product": 0}}
     after = {"default": {"total": 130, "simd_fp": 60, "load_store": 35, "branch": 20, "other": 15, "dot_product": 0}}
-    assert costs.regressions(before, after) == [
+    assert counts.regressions(before, after) == [
         "default: 130 instructions per inference, baseline 100 (+30.00%; simd_fp +20, load_store +5, other +5)"]
-    assert costs.regressions(after, before) == []
-    assert costs.regressions(before, {"a55": after["default"]}) == []        # no common path: nothing to judge
+    assert counts.regressions(after, before) == []
+    assert counts.regressions(before, {"a55": after["default"]}) == []        # no common path: nothing to judge
 
 
 def test_every_emulation_abi_has_its_kernel_paths():
-    assert costs.profiles_for("aarch64") == ["default", "a53", "a55"]
-    assert costs.profiles_for("armhf") == ["default"]
+    assert counts.profiles_for("aarch64") == ["default", "a53", "a55"]
+    assert counts.profiles_for("armhf") == ["default"]
 
 
 def test_the_estimate_uses_each_core_s_kernel_path_and_says_it_is_one():
-    paths = {"default": {"per_inference": counts(100_000_000, 60_000_000)},
-             "a55": {"per_inference": counts(40_000_000, 20_000_000, dot=8_000_000)}}
-    int8 = costs.estimate(paths, "int8")
+    paths = {"default": {"per_inference": path_counts(100_000_000, 60_000_000)},
+             "a55": {"per_inference": path_counts(40_000_000, 20_000_000, dot=8_000_000)}}
+    int8 = counts.estimate(paths, "int8")
     assert "not a measurement" in int8["label"]
     sd865, rk3399 = int8["cores"]["Snapdragon 865 (Cortex-A77)"], int8["cores"]["RK3399 (Cortex-A72)"]
     assert (sd865["kernel_path"], rk3399["kernel_path"]) == ("a55", "default")
     assert sd865["ms"] == round(40_000_000 * 0.1634 / 1e6, 2) and rk3399["ms"] == round(100_000_000 * 0.5743 / 1e6, 2)
-    assert costs.estimate(paths, "int8-weight")["cores"]["Snapdragon 865 (Cortex-A77)"]["kernel_path"] == "default"
-    assert costs.estimate({"default": paths["default"]}, "int8") is None      # armv7-style counts: no a55 path
+    assert counts.estimate(paths, "int8-weight")["cores"]["Snapdragon 865 (Cortex-A77)"]["kernel_path"] == "default"
+    assert counts.estimate({"default": paths["default"]}, "int8") is None      # armv7-style counts: no a55 path
 
 
 def test_tier_c_counts_one_profile_per_kernel_family_plus_the_chosen_one():
-    assert costs.kernel_paths("aarch64") == ["default", "a55"]
-    assert costs.kernel_paths("aarch64", "a53") == ["default", "a53", "a55"]
-    assert costs.kernel_paths("aarch64", "a55") == ["default", "a55"]
-    assert costs.kernel_paths("armhf") == ["default"]
+    assert counts.kernel_paths("aarch64") == ["default", "a55"]
+    assert counts.kernel_paths("aarch64", "a53") == ["default", "a53", "a55"]
+    assert counts.kernel_paths("aarch64", "a55") == ["default", "a55"]
+    assert counts.kernel_paths("armhf") == ["default"]

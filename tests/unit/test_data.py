@@ -1,4 +1,4 @@
-"""edgekit.data: preprocessing spec validation and arithmetic, image folders, tensor files."""
+"""edgekit.model.data: preprocessing spec validation and arithmetic, image folders, tensor files."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import cv2
 import numpy as np
 import pytest
 
-from edgekit.data import PreprocessSpec, load_images, load_samples, load_tensors, read_labels
-from edgekit.errors import DataError
+from edgekit.contracts.preprocess import PreprocessSpec
+from edgekit.model.data import load_images, load_samples, load_tensors, read_labels
+from edgekit.core.errors import DataError
 
 
 def solid(bgr, h=2, w=2) -> np.ndarray:
@@ -389,7 +390,7 @@ def test_load_samples_tensor_and_folder_paths(tmp_path):
 
 
 def test_samples_spread_picks_evenly_spaced_samples():
-    from edgekit.data import Samples
+    from edgekit.model.data import Samples
 
     samples = Samples({"x": np.arange(10, dtype=np.float32)[:, None]}, np.arange(10)[::-1],
                       tuple(f"f{i}.png" for i in range(10)), "src")

@@ -33,8 +33,8 @@ def test_shifted_and_rescaled_calibration_data():
 
 
 def test_calibration_batches_keep_the_sample_budget_for_fixed_batch_programs():
-    from edgekit.config import QuantConfig
-    from edgekit.errors import DataError
+    from edgekit.contracts.settings import QuantConfig
+    from edgekit.core.errors import DataError
     from edgekit.quantize.ptq import calibration_batches
 
     cfg = QuantConfig(batch_size=16, batch_nums=8)                       # a budget of 128 samples

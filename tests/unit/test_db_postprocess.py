@@ -142,7 +142,7 @@ def test_task_options_truth_quads_and_polygon_iou():
 
 
 def test_rotate_crop_warps_quads_upright():
-    from edgekit.predict import rotate_crop
+    from edgekit.consumers.predict import rotate_crop
 
     rng = np.random.default_rng(1)
     image = cv2.GaussianBlur(rng.integers(0, 256, (80, 120, 3)).astype(np.uint8), (9, 9), 3)

@@ -6,7 +6,7 @@ import pytest
 
 from edgekit.device import baseline as b
 from edgekit.device.baseline import Measurement, Policy
-from edgekit.errors import ConfigError
+from edgekit.core.errors import ConfigError
 
 POLICY = Policy(slowdown_pct=10.0, slowdown_ms=0.5, noise_k=3.0, max_cv=0.25, max_thermal_rise_c=5.0)
 

@@ -13,7 +13,7 @@ from edgekit.device import farm
 from edgekit.device.preflight import Prepared, Runtime
 from edgekit.device.results import EXIT_LOST, CellResult, CheckResult, SuiteResult
 from edgekit.device.transports import parse_device
-from edgekit.executors import RayExecutor, Resources, Task
+from edgekit.core.executors import RayExecutor, Resources, Task
 from edgekit.lite.native import Abi, LiteRuntime, NativeBuild
 
 

@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 
 from edgekit.device import reports
 from edgekit.device.results import EXIT_CHECK_FAILED, EXIT_REGRESSION, CellResult, CheckResult, SuiteResult
-from edgekit.errors import BundleError, DeviceError
+from edgekit.core.errors import BundleError, DeviceError
 
 BUNDLE = {"path": "/b/digits/arm64-int8", "key": "digits/arm64-int8", "model": "digits", "target": "arm64",
           "precision": "int8", "opt_version": "v2.13-rc", "nb_sha256": "ab" * 32}

@@ -2,8 +2,8 @@
 
 from edgekit.device.session import digest, runner_failure
 from edgekit.device.transports import parse_device
-from edgekit.errors import DataError, DeviceError, InputModelError
-from edgekit.proc import ProcessRecord
+from edgekit.core.errors import DataError, DeviceError, InputModelError
+from edgekit.core.proc import ProcessRecord
 
 PHONE, BOARD = parse_device("adb:R58M12"), parse_device("ssh:pi@pi4?name=pi4")
 

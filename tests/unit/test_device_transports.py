@@ -5,7 +5,7 @@ import pytest
 from edgekit.device.facts import android_facts, hottest_celsius, linux_facts, parse_lines
 from edgekit.device.suite import SuiteConfig
 from edgekit.device.transports import parse_device
-from edgekit.errors import ConfigError
+from edgekit.core.errors import ConfigError
 
 
 def test_device_specs():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from edgekit.emulation import MEMORY_KEEP_FREE_MB, parallel_processes
+from edgekit.verify.shards import MEMORY_KEEP_FREE_MB, parallel_processes
 
 
 def test_a_small_model_gets_every_core():

@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-from edgekit import executors
-from edgekit.errors import ConfigError
-from edgekit.executors import Outcome, Resources, SerialExecutor, Task, WorkerLost
+from edgekit.core import executors
+from edgekit.core.errors import ConfigError
+from edgekit.core.executors import Outcome, Resources, SerialExecutor, Task, WorkerLost
 
 
 def square(x):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgekit import stages
+from edgekit.build import stages
 from edgekit.export import fold
 
 

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from edgekit.config import InputSpec
-from edgekit.data import Samples, geometry_values, with_geometry
-from edgekit.errors import ConversionError
-from edgekit.evalset import synthetic
+from edgekit.contracts.settings import InputSpec
+from edgekit.model.data import Samples, geometry_values, with_geometry
+from edgekit.core.errors import ConversionError
+from edgekit.model.evalset import synthetic
 from edgekit.export.geometry import bound_feeds, check_fed
 
 IMAGE = InputSpec("image", (-1, 3, 96, 128))

@@ -13,13 +13,13 @@ import pytest
 from typer.testing import CliRunner
 from untrusted_bundles import make_bundle, rewrite_manifest
 
-from edgekit import inspection
-from edgekit.bundle import MANIFEST, write_golden, write_golden_width
+from edgekit.consumers import inspection
+from edgekit.build.bundle import MANIFEST, write_golden, write_golden_width
 from edgekit.cli import app
-from edgekit.contracts import TensorDecl, check_contents
-from edgekit.data import PreprocessSpec
-from edgekit.errors import BundleError, EdgekitError
-from edgekit.tiers import wide_feeds
+from edgekit.contracts.bundle import TensorDecl, check_contents
+from edgekit.contracts.preprocess import PreprocessSpec
+from edgekit.core.errors import BundleError, EdgekitError
+from edgekit.verify.tiers import wide_feeds
 
 WIDE = np.full((2, 1, 8, 12), 0.5, np.float32)
 

@@ -1,5 +1,5 @@
-"""Images whose header claims more pixels than the file can hold (issue 22): edgekit.data.decode_image applies the
-pixels-per-byte limits of edgekit/limits.py, the twins of native/'s limits.h that the C++ decoder applies (the
+"""Images whose header claims more pixels than the file can hold (issue 22): edgekit.core.images.decode_image applies the
+pixels-per-byte limits of edgekit/core/limits.py, the twins of native/'s limits.h that the C++ decoder applies (the
 same crafted files through both sides: tests/native/test_image_refusals.py)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from edgekit import limits
-from edgekit.data import decode_image, image_format, image_size
-from edgekit.errors import DataError
+from edgekit.core import limits
+from edgekit.core.images import decode_image, image_format, image_size
+from edgekit.core.errors import DataError
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "native" / "fuzz" / "corpus" / "image"

@@ -8,11 +8,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from edgekit.errors import InputModelError
+from edgekit.core.errors import InputModelError
 from edgekit.export import import_gate as gate
 from edgekit.export import legalize as lg
 from edgekit.export import simplify
-from edgekit.parity import Tolerance
+from edgekit.model.parity import Tolerance
 
 LIMITS = Tolerance(1e-4, 0.9999)
 

@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from edgekit.errors import ExportError
+from edgekit.core.errors import ExportError
 from edgekit.export import legalize as lg
 
 

@@ -1,4 +1,4 @@
-"""edgekit.manifest: built from the build record in one place (fake record, real header reading)."""
+"""edgekit.build.manifest: built from the build record in one place (fake record, real header reading)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
-from edgekit.artifacts import LiteModel, QuantizedModel, StaticModel
-from edgekit.config import BuildConfig, InputSpec, ModelConfig
-from edgekit.data import Samples
-from edgekit.evalset import EvalSet
-from edgekit.manifest import build_manifest
-from edgekit.parity import Check, ParityReport
-from edgekit.record import BuildRecord
-from edgekit.tables import Precision
+from edgekit.model.artifacts import LiteModel, QuantizedModel, StaticModel
+from edgekit.contracts.settings import BuildConfig, InputSpec, ModelConfig
+from edgekit.model.data import Samples
+from edgekit.model.evalset import EvalSet
+from edgekit.build.manifest import build_manifest
+from edgekit.model.parity import Check, ParityReport
+from edgekit.build.record import BuildRecord
+from edgekit.core.tables import Precision
 from edgekit.tasks import make_task
 
 

@@ -22,11 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from untrusted_bundles import make_bundle
 
-from edgekit import inspection
-from edgekit.bundle import MANIFEST
-from edgekit.errors import EdgekitError
-from edgekit.package import Platform, package
-from edgekit.predict import BundleModel
+from edgekit.consumers import inspection
+from edgekit.build.bundle import MANIFEST
+from edgekit.core.errors import EdgekitError
+from edgekit.consumers.package import Platform, package
+from edgekit.consumers.predict import BundleModel
 
 ODD_VALUES = [None, True, False, 0, -1, 1, 2 ** 63, 10 ** 30, -2 ** 70, 1.5, 1e308, float("nan"), "", "x", "../x",
               "/etc/passwd", "v2.12", "golden/input_0.npy", "model.nb", "\0", "x" * 300, [], [0], [[[]]], {}, {"a": 1},

@@ -2,8 +2,8 @@
 
 import pytest
 
-from edgekit import matrix
-from edgekit.errors import ConfigError
+from edgekit.matrix import cells as matrix
+from edgekit.core.errors import ConfigError
 
 TOOLS = {"paddlepaddle": "2.6.2", "paddlelite": "2.13rc0"}
 

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from edgekit.errors import InputModelError
+from edgekit.core.errors import InputModelError
 from edgekit.lite.nbfile import HEADER, NbHeader, read_header, zero_version_padding
 
 

@@ -9,12 +9,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from edgekit.errors import ConfigError, ExportError, InputModelError
+from edgekit.core.errors import ConfigError, ExportError, InputModelError
 from edgekit.export.onnx_import import (
     _dynamic_hint, _probe_inputs, _x2paddle_failure, fix_input_shapes, graph_inputs, input_shape, load_onnx, sanitize_names,
     sanitized_names,
 )
-from edgekit.proc import ProcessRecord
+from edgekit.core.proc import ProcessRecord
 
 SAFE = re.compile(r"[A-Za-z0-9_]+")
 

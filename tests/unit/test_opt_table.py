@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from edgekit.errors import ConversionError
+from edgekit.core.errors import ConversionError
 from edgekit.lite.opt import parse_supported_table
 
 COLUMNS = ("kUnk", "kHost", "kX86", "kARM", "kOpenCL")

@@ -1,4 +1,4 @@
-"""edgekit.package: app asset sets from verified bundles; what the apps' loader checks at start-up."""
+"""edgekit.consumers.package: app asset sets from verified bundles; what the apps' loader checks at start-up."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgekit.bundle import finalize, write_golden
-from edgekit.errors import BundleError, ConfigError
-from edgekit.package import INDEX, Platform, package, verify_assets
+from edgekit.build.bundle import finalize, write_golden
+from edgekit.core.errors import BundleError, ConfigError
+from edgekit.consumers.package import INDEX, Platform, package, verify_assets
 
 
 def _bundle(root: Path, name: str, target: str = "arm64", opt: str = "v2.13-rc") -> Path:

@@ -9,16 +9,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgekit import config
-from edgekit.config import InputSpec
-from edgekit.data import PreprocessSpec
-from edgekit.errors import InputModelError
+from edgekit.build import config
+from edgekit.contracts.settings import InputSpec, load_toml
+from edgekit.contracts.preprocess import PreprocessSpec
+from edgekit.core.errors import InputModelError
 from edgekit.export import paddlex
 from edgekit.export.paddlex import check_against_program, find_model_yml, merge_tables, read_model_yml
 from edgekit.tasks import TaskKind, make_task
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "paddlex"
-EXAMPLES = Path(config.__file__).parent / "examples" / "ppocr"
+EXAMPLES = Path(config.__file__).parents[1] / "examples" / "ppocr"
 IMAGENET = {"mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225], "scale": 1.0 / 255.0}
 REC_DICTIONARY = (["\u3000", "一", "中", "文", "字", "识", "别"] + list("0123456789abcdefghijklmnopqrstuvwxyzABCXYZ")
                   + ["'", '"', ":", "#", "-", "&", "*", "!", "%", "@", "?", "|", ">", "[", "{", ",", ".", "/", "\\",
@@ -162,7 +162,7 @@ def test_semantic_segmentation_sample():
 # --- the same as the hand-written example tomls --------------------------------------------------
 
 def example_preprocess(name: str) -> PreprocessSpec:
-    return spec_of(config.load_toml(EXAMPLES / name)["preprocess"])
+    return spec_of(load_toml(EXAMPLES / name)["preprocess"])
 
 
 def test_paddleocr_direction_classifier_equals_the_example_cls_toml(tmp_path):

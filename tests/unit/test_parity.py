@@ -1,4 +1,4 @@
-"""edgekit.parity: metrics, gate checks, output comparison and the report."""
+"""edgekit.model.parity: metrics, gate checks, output comparison and the report."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from edgekit.errors import ParityError
-from edgekit.parity import Check, ParityReport, compare, cosine, max_abs, snr_db, top1
+from edgekit.core.errors import ParityError
+from edgekit.model.parity import Check, ParityReport, compare, cosine, max_abs, snr_db, top1
 
 
 def test_max_abs():
@@ -126,9 +126,9 @@ def test_report_raise_if_failed():
 
 # ---------------------------------------------------------------- gates and budgets (one place for tiers A, B, C)
 
-from edgekit.errors import ConfigError  # noqa: E402
-from edgekit.parity import (Budget, OutputStats, Score, Tolerance, differences, metric_label, output_scale,  # noqa: E402
-                            task_metric, worst_max_abs)
+from edgekit.core.errors import ConfigError  # noqa: E402
+from edgekit.model.parity import (Budget, OutputStats, Score, Tolerance, differences, metric_label, output_scale,
+                                  task_metric, worst_max_abs)
 
 
 def test_tolerance_checks_every_output_in_max_abs_and_cosine():
@@ -190,7 +190,7 @@ def test_report_extended_is_a_new_report_with_the_primary_metric_per_engine():
 
 
 def test_check_same_is_the_one_shape_of_every_transform_check():
-    from edgekit.parity import SameTolerance, check_same
+    from edgekit.model.parity import SameTolerance, check_same
 
     before = [np.array([[0.0, 100.0]], np.float32), np.array([[0.5, 0.25]], np.float32)]
     after = [np.array([[0.0, 100.005]], np.float32), np.array([[0.5, 0.2505]], np.float32)]

@@ -1,4 +1,4 @@
-"""edgekit.pipeline: declared stages, their order, skipping by declaration, and the run loop (fake stages)."""
+"""edgekit.build.pipeline: declared stages, their order, skipping by declaration, and the run loop (fake stages)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from edgekit import pipeline
-from edgekit.config import BuildConfig, DataConfig, InputSpec, ModelConfig
-from edgekit.pipeline import STAGES, Stage, StageOrderError, plan, run_stages
-from edgekit.record import BuildRecord
-from edgekit.tables import Precision, Target
+from edgekit.build import pipeline
+from edgekit.contracts.settings import BuildConfig, DataConfig, InputSpec, ModelConfig
+from edgekit.build.pipeline import STAGES, Stage, StageOrderError, plan, run_stages
+from edgekit.build.record import BuildRecord
+from edgekit.core.tables import Precision, Target
 
 
 def _cfg(**changes) -> BuildConfig:
@@ -114,7 +114,7 @@ def test_no_function_in_the_pipeline_module_is_longer_than_60_lines():
 def test_stage_names_are_unique_and_every_stage_function_is_declared():
     names = [s.name for s in STAGES]
     assert len(names) == len(set(names))
-    from edgekit import stages as stage_functions
+    from edgekit.build import stages as stage_functions
 
     declared = {s.run for s in STAGES}
     public = {fn for name, fn in inspect.getmembers(stage_functions, inspect.isfunction)
@@ -164,7 +164,7 @@ def test_every_stages_writes_are_kept_and_the_observer_sees_reads_and_writes(tmp
 
 
 def test_a_declaration_naming_no_record_field_is_refused():
-    from edgekit.record import declares
+    from edgekit.build.record import declares
 
     with pytest.raises(StageOrderError, match="stattic"):
         declares(reads=("stattic",), writes=())

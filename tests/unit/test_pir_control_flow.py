@@ -1,7 +1,7 @@
 """Control flow in the PIR translation and the parity report, without Paddle: positions, refusals, the note."""
 
 from edgekit.export.pir_translate import control_flow_ops, position_words, untranslatable
-from edgekit.tiers import control_flow_note
+from edgekit.verify.tiers import control_flow_note
 
 
 def _op(name, *blocks):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from edgekit.errors import InputModelError
+from edgekit.core.errors import InputModelError
 from edgekit.export.pir import locate
 
 PIR = {"base_code": {"magic": "pir", "version": 4}, "program": {"regions": []}}
@@ -27,7 +27,7 @@ def test_malformed_pir_programs_are_refused(tmp_path, text, expected):
 
 
 def test_a_program_larger_than_the_json_limit_is_refused(tmp_path, monkeypatch):
-    from edgekit import limits
+    from edgekit.core import limits
 
     monkeypatch.setattr(limits, "MAX_JSON_BYTES", 64)
     (tmp_path / "inference.json").write_text(json.dumps(PIR) + " " * 100)

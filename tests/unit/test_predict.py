@@ -1,10 +1,10 @@
-"""edgekit.predict: the host's twin of the apps' OCR system (reading order and crops are pure logic)."""
+"""edgekit.consumers.predict: the host's twin of the apps' OCR system (reading order and crops are pure logic)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from edgekit.predict import crop, sort_boxes
+from edgekit.consumers.predict import crop, sort_boxes
 
 
 def test_reading_order_is_top_to_bottom_then_left_to_right_within_a_line():

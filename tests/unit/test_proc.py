@@ -1,4 +1,4 @@
-"""edgekit.proc: exit codes, deaths by signal, timeouts."""
+"""edgekit.core.proc: exit codes, deaths by signal, timeouts."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from edgekit.errors import ToolError
-from edgekit.proc import ProcessRecord, run
+from edgekit.core.errors import ToolError
+from edgekit.core.proc import ProcessRecord, run
 
 
 def py(code: str) -> list[str]:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from edgekit.errors import InputModelError
+from edgekit.core.errors import InputModelError
 from edgekit.export.program import is_pir_json, locate
 
 PIR = json.dumps({"base_code": {"magic": "pir", "version": 1}, "program": {"regions": []}})

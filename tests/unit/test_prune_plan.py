@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 
-from edgekit.errors import ConfigError
-from edgekit.prune.config import Choice, Criterion, Goal, parse_prune, prune_config
+from edgekit.core.errors import ConfigError
+from edgekit.contracts.prune import Choice, Criterion, Goal, parse_prune, prune_config
 from edgekit.prune.errors import PruneError
 from edgekit.prune.plan import (Conv, Group, bisect, classify, explicit_ratios, filter_scores, kept_filters,
                         predicted_cost, pruned_mask, ratios_at)
@@ -203,7 +203,7 @@ def test_budget_check_fails_with_the_report():
 
 
 def test_flags_override_the_toml_goal_as_a_whole():
-    from edgekit.prune.config import merge_prune
+    from edgekit.contracts.prune import merge_prune
 
     table = {"ratio": 0.3, "criterion": "fpgm", "epochs": 2}
     merged = merge_prune(table, "flops:50%", epochs=5, finetune=None)

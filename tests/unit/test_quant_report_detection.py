@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgekit.artifacts import QuantizedModel, StaticModel
-from edgekit.data import Samples
-from edgekit.evalset import EvalSet
+from edgekit.model.artifacts import QuantizedModel, StaticModel
+from edgekit.model.data import Samples
+from edgekit.model.evalset import EvalSet
 from edgekit.quantize.report import breakdown, layer_rows, render_markdown
 from edgekit.quantize.search import Candidate, QuantSearchResult, ScoreStore, SearchPlan
 from edgekit.quantize.sensitivity import Budget, Evaluator, Fallback, QuantLayer, Score, Step, rank

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgekit.artifacts import QuantizedModel, StaticModel
-from edgekit.config import InputSpec, QuantConfig
-from edgekit.data import Samples
-from edgekit.evalset import EvalSet
-from edgekit.errors import ConfigError
+from edgekit.model.artifacts import QuantizedModel, StaticModel
+from edgekit.contracts.settings import InputSpec, QuantConfig
+from edgekit.model.data import Samples
+from edgekit.model.evalset import EvalSet
+from edgekit.core.errors import ConfigError
 from edgekit.tasks import make_task
 from edgekit.quantize.report import layer_rows, plot_sensitivity, render_markdown
 from edgekit.quantize.search import (Calibrator, Candidate, QuantSearchResult, ScoreStore, SearchPlan,

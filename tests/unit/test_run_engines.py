@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 from untrusted_bundles import make_bundle
 
 from edgekit.cli import app
-from edgekit.config import EmulationConfig
-from edgekit.errors import BundleError, ConfigError, EmulationUnavailable
-from edgekit.predict import (BundleModel, Engine, EngineKind, Engines, choose_engine, ocr_system, parse_engine)
-from edgekit.tables import Precision, Target
+from edgekit.contracts.settings import EmulationConfig
+from edgekit.core.errors import BundleError, ConfigError, EmulationUnavailable
+from edgekit.consumers.predict import BundleModel, Engine, EngineKind, Engines, choose_engine, ocr_system, parse_engine
+from edgekit.core.tables import Precision, Target
 from edgekit.tasks import TaskKind
 
 
@@ -110,7 +110,7 @@ class _CountingRunner:
 
 
 def _model(tmp_path, name, kind, outputs):
-    from edgekit.data import PreprocessSpec
+    from edgekit.contracts.preprocess import PreprocessSpec
     from edgekit.tasks import make_task
 
     options = {"ocr_det": {}, "ocr_rec": {"dictionary": ["a", "b"]}, "ocr_cls": {"labels": ["0", "180"]}}[kind]
@@ -152,7 +152,7 @@ def test_ocr_batches_every_crop_of_a_model_into_one_engine_call(tmp_path):
 
 
 def test_predict_many_keeps_the_order_across_tensor_shapes(tmp_path):
-    from edgekit.data import PreprocessSpec
+    from edgekit.contracts.preprocess import PreprocessSpec
     from edgekit.tasks import make_task
 
     runner = _CountingRunner(lambda batch: [np.stack([[b.mean(), 1 - b.mean()] for b in batch]).astype(np.float32)])

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgekit.data import PreprocessSpec
-from edgekit.errors import ConfigError, DataError
+from edgekit.contracts.preprocess import PreprocessSpec
+from edgekit.core.errors import ConfigError, DataError
 from edgekit.tasks import TASKS, TaskKind, make_task
 from edgekit.tasks import coco
 from edgekit.tasks.detection import coco_truth, dfl_sides, nms
@@ -233,7 +233,7 @@ def test_segmentation_metrics_rle_and_resize():
 
 def test_detector_example_truth_is_its_scenes():
     """The shipped evaluation truth is what the scene generator draws (letterboxed into the 96x96 tensor)."""
-    from edgekit.data import image_files
+    from edgekit.core.images import image_files
     from edgekit.examples.detector import train
     from edgekit.tasks import read_truth
 
@@ -404,7 +404,7 @@ def test_a_kept_graphs_rows_are_picked_and_compared_image_by_image():
 
 
 def test_the_model_nms_setting_is_auto_keep_or_cut(tmp_path):
-    from edgekit.config import resolve
+    from edgekit.build.config import resolve
 
     def config(line):
         (tmp_path / "edgekit.toml").write_text(f'[model]\nname = "det"\nmodel_file = "m/model.pdmodel"\n{line}\n')

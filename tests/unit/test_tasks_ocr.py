@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from edgekit.errors import ConfigError, DataError, InputModelError
+from edgekit.core.errors import ConfigError, DataError, InputModelError
 from edgekit.tasks import TASKS, TaskKind, find_truth, make_task, read_truth, truth_file, write_truth
 from edgekit.tasks.ocr import (
     ctc_greedy_decode,

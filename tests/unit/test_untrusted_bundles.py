@@ -13,11 +13,11 @@ import pytest
 from typer.testing import CliRunner
 from untrusted_bundles import make_bundle, nb_bytes, rewrite_manifest
 
-from edgekit import inspection
-from edgekit.bundle import MANIFEST, load, verify
+from edgekit.consumers import inspection
+from edgekit.build.bundle import MANIFEST, load, verify
 from edgekit.cli import app
-from edgekit.errors import BundleError, ConfigError, VersionLockError
-from edgekit.package import INDEX, Platform, package, verify_assets
+from edgekit.core.errors import BundleError, ConfigError, VersionLockError
+from edgekit.consumers.package import INDEX, Platform, package, verify_assets
 
 
 def _invoke(*args):
@@ -166,7 +166,7 @@ def test_inspect_of_a_bundle_breaking_the_version_lock_exits_3_after_the_descrip
 
 @pytest.mark.parametrize("where", ["model.nb", "host/model_x86.nb"])
 def test_run_and_parity_refuse_a_model_or_twin_of_another_version(tmp_path, where):
-    from edgekit.predict import BundleModel
+    from edgekit.consumers.predict import BundleModel
 
     bundle = make_bundle(tmp_path)
     (bundle / where).write_bytes(nb_bytes("v2.12"))
@@ -188,7 +188,7 @@ def test_a_deeply_nested_manifest_names_the_depth_limit(tmp_path):
 
 
 def test_an_oversized_manifest_names_the_size_limit(tmp_path, monkeypatch):
-    from edgekit import limits
+    from edgekit.core import limits
 
     monkeypatch.setattr(limits, "MAX_JSON_BYTES", 1000)
     bundle = make_bundle(tmp_path)
@@ -229,7 +229,7 @@ def test_published_asset_sets_are_readable_by_others(tmp_path):
 
 
 def test_a_bundle_in_the_wrong_place_of_the_ocr_system_is_named_with_its_article():
-    from edgekit.predict import ocr_system
+    from edgekit.consumers.predict import ocr_system
     from edgekit.tasks import make_task
 
     class Fake:

@@ -1,5 +1,5 @@
 """Untrusted data (issue 22): .npz/.npy, images, preprocess specs, .nb programs and ONNX external data are checked
-against edgekit/limits.py, or refused, before anything large is allocated or any file outside is read."""
+against edgekit/core/limits.py, or refused, before anything large is allocated or any file outside is read."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgekit import limits
-from edgekit.data import PreprocessSpec, decode_image, image_size, load_tensors, read_npy
-from edgekit.errors import BundleError, DataError, InputModelError, ToolError
+from edgekit.core import limits
+from edgekit.contracts.preprocess import PreprocessSpec
+from edgekit.core.images import decode_image, image_size
+from edgekit.model.data import load_tensors, read_npy
+from edgekit.core.errors import BundleError, DataError, InputModelError, ToolError
 
 CRAFTED = Path(__file__).resolve().parents[1] / "data" / "untrusted"     # written by make.py there
 
@@ -79,7 +81,7 @@ def test_an_image_whose_header_claims_400_mpx_is_refused_before_decoding(name, m
 
 
 def test_run_refuses_the_image_with_the_same_error():
-    from edgekit.predict import read_image
+    from edgekit.consumers.predict import read_image
 
     with pytest.raises(DataError, match="MAX_IMAGE_PIXELS"):
         read_image(CRAFTED / "huge_20000.png")

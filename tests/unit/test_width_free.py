@@ -9,7 +9,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from edgekit.errors import InputModelError  # noqa: E402
+from edgekit.core.errors import InputModelError  # noqa: E402
 from edgekit.export.width_free import computed_reshapes, probe_widths, rewrite  # noqa: E402
 
 WIDTHS = (32, 8, 128)          # resize width, width_step, max_width

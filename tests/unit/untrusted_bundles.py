@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from edgekit.bundle import MANIFEST, file_table, finalize, write_golden
+from edgekit.build.bundle import MANIFEST, file_table, finalize, write_golden
 
 OPT = "v2.13-rc"
 

@@ -33,8 +33,8 @@ EVAL_SEED, CALIB_SEED, TRAIN_SEED = 1_000_000, 2_000_000, 0
 
 
 def spec():
-    from edgekit.config import load_toml
-    from edgekit.data import PreprocessSpec
+    from edgekit.contracts.settings import load_toml
+    from edgekit.contracts.preprocess import PreprocessSpec
 
     return PreprocessSpec.from_mapping(load_toml(HERE / "edgekit.toml")["preprocess"])
 

@@ -21,7 +21,7 @@ def detection_task():
 
 def evaluation_set(folder: Path, spec) -> tuple[np.ndarray, list]:
     """The evaluation images as tensors (the bundle's preprocessing) and their truth, in file order."""
-    from edgekit.data import decode_image, image_files
+    from edgekit.core.images import decode_image, image_files
     from edgekit.tasks import read_truth
 
     files = image_files(folder)

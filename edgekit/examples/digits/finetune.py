@@ -26,8 +26,9 @@ def training_set():
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
-    from edgekit.config import load_toml
-    from edgekit.data import PreprocessSpec, load_images, read_labels
+    from edgekit.contracts.settings import load_toml
+    from edgekit.contracts.preprocess import PreprocessSpec
+    from edgekit.model.data import load_images, read_labels
 
     digits = load_digits()
     x_train, _, y_train, _ = train_test_split(digits.images, digits.target, test_size=0.2, random_state=SEED,

@@ -51,8 +51,9 @@ def make_data(data: Path, train_dir: Path, calib_count: int) -> None:
 def train(data: Path, train_dir: Path, epochs: int) -> float:
     import paddle
 
-    from edgekit.config import load_toml
-    from edgekit.data import PreprocessSpec, load_images, read_labels
+    from edgekit.contracts.settings import load_toml
+    from edgekit.contracts.preprocess import PreprocessSpec
+    from edgekit.model.data import load_images, read_labels
     from edgekit.examples.digits.model import DigitsCNN
 
     spec = PreprocessSpec.from_mapping(load_toml(HERE / "edgekit.toml")["preprocess"])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgekit.errors import DataError
+from edgekit.core.errors import DataError
 
 FONT_DIR = Path("/usr/share/fonts/truetype/dejavu")          # Debian's fonts-dejavu-core
 FONTS = ("DejaVuSans.ttf", "DejaVuSerif.ttf", "DejaVuSansMono.ttf")

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgekit import atomic
-from edgekit.errors import DataError, EdgekitError
+from edgekit.core import atomic
+from edgekit.core.errors import DataError, EdgekitError
 from edgekit.tasks import OcrCls, OcrDet, OcrRec, write_truth
 from edgekit.tasks.ocr import line_tensor, normalize
 

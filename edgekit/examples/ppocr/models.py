@@ -14,7 +14,7 @@ from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
 
-from edgekit.errors import EdgekitError, InputModelError
+from edgekit.core.errors import EdgekitError, InputModelError
 from edgekit.tasks import TaskKind
 
 PACKAGE = "rapidocr_onnxruntime"

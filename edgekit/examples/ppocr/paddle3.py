@@ -19,8 +19,8 @@ import os
 import sys
 from pathlib import Path
 
-from edgekit import proc
-from edgekit.errors import EdgekitError, ToolError
+from edgekit.core import proc
+from edgekit.core.errors import EdgekitError, ToolError
 
 from . import models
 

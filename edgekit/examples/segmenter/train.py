@@ -27,8 +27,8 @@ LABELS = ("background",) + scenes.CLASSES
 
 
 def spec():
-    from edgekit.config import load_toml
-    from edgekit.data import PreprocessSpec
+    from edgekit.contracts.settings import load_toml
+    from edgekit.contracts.preprocess import PreprocessSpec
 
     return PreprocessSpec.from_mapping(load_toml(HERE / "edgekit.toml")["preprocess"])
 
@@ -68,7 +68,7 @@ def train(steps: int, batch: int = 32) -> dict:
     import paddle
     import paddle.nn.functional as F
 
-    from edgekit.data import decode_image, image_files
+    from edgekit.core.images import decode_image, image_files
     from edgekit.tasks import read_truth
 
     from .model import Segmenter

@@ -20,7 +20,7 @@ constexpr const char* kAssetsIndex = "assets.json";
 constexpr const char* kAssetsSchema = "edgekit.assets/1";
 constexpr const char* kBundleManifest = "manifest.json";
 constexpr const char* kBundleSchema = "edgekit.bundle/1";
-// Python's edgekit.bundle.REQUIRED_KEYS: a manifest without them was not written by `edgekit build`.
+// Python's edgekit.build.bundle.REQUIRED_KEYS: a manifest without them was not written by `edgekit build`.
 const char* const kBundleKeys[] = {"model", "host_twin", "golden", "files", "parity", "config"};
 
 struct Listed {

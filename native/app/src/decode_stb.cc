@@ -84,7 +84,7 @@ Image decode_image(const std::uint8_t* bytes, std::size_t size, const std::strin
                 "remove or replace the file (PNG, JPEG or BMP)");
   }
   // stb's info reports a top-down BMP's height as negative (its loader flips and uses
-  // the magnitude, as cv2 and edgekit.data.image_size do), so the limits see magnitudes.
+  // the magnitude, as cv2 and edgekit.core.images.image_size do), so the limits see magnitudes.
   const auto magnitude = [](int side) { return static_cast<std::uint64_t>(side < 0 ? -static_cast<std::int64_t>(side) : side); };
   const std::uint64_t columns = magnitude(width), rows = magnitude(height);
   const std::string dims = std::to_string(columns) + "x" + std::to_string(rows);
@@ -95,7 +95,7 @@ Image decode_image(const std::uint8_t* bytes, std::size_t size, const std::strin
                 limits::kMaxImagePixels);
   // stb pads missing data with zeros, so a few hundred bytes could claim 64 Mpx and
   // take seconds to "decode" (found by fuzz_image): limits.h's pixels-per-byte bounds,
-  // in the exact integer form edgekit/limits.py's check_image uses.
+  // in the exact integer form edgekit/core/limits.py's check_image uses.
   const bool jpeg = looks_like_jpeg(bytes, size), bmp = size >= 2 && bytes[0] == 'B' && bytes[1] == 'M';
   if (jpeg || bmp) {
     const std::uint64_t ratio = jpeg ? limits::kMaxJpegPixelsPerByte : limits::kMaxBmpPixelsPerByte;

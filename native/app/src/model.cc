@@ -125,7 +125,7 @@ Prediction Model::predict(const ImageView& image) {
   start = Clock::now();
   // The tensor's own shape: with preprocess width_mode "dynamic" each text line is as wide as the line.
   // Lite's ARM predictor takes a new width on every run (measured under qemu: the same text and confidence
-  // as a fresh predictor per line); its x86 build does not, which is why edgekit.predict keeps one twin per width.
+  // as a fresh predictor per line); its x86 build does not, which is why edgekit.consumers.predict keeps one twin per width.
   Shape shape = {1};
   shape.insert(shape.end(), tensor.shape.begin(), tensor.shape.end());
   e.set_input(0, DType::float32, shape, tensor.data.data());

@@ -78,7 +78,7 @@ int ocr_geometry(const std::string& in, const std::string& out) {
 }
 
 // One file through the decoder the apps use, as a JSON line (the Python tests hold it
-// against edgekit.data.decode_image: both sides must refuse the same files).
+// against edgekit.core.images.decode_image: both sides must refuse the same files).
 Json decode_report(const std::string& path) {
   Json out = Json::object();
   out.set("file", path);

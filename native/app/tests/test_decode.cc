@@ -111,7 +111,7 @@ EK_TEST(decode, a_huge_header_is_refused_before_decoding) {
   // (stb refuses more than 2^30 bytes itself; 10000x10000 RGB is below that and above ours)
   EK_CHECK_ERROR(decode(png(10000, 10000), "huge.png"), input, "beyond the limit MAX_IMAGE_PIXELS");
   EK_CHECK_ERROR(decode(jpeg_frame(60000, 60000), "huge.jpg"), input, "beyond the limit MAX_IMAGE_PIXELS");
-  // either side beyond MAX_IMAGE_SIDE, named as edgekit/limits.py names it (stb's info does not check BMP sides)
+  // either side beyond MAX_IMAGE_SIDE, named as edgekit/core/limits.py names it (stb's info does not check BMP sides)
   EK_CHECK_ERROR(decode(bmp(70000, 1, std::string(16, '\0')), "wide.bmp"), input,
                  "image wide.bmp's larger side is 70,000, beyond the limit MAX_IMAGE_SIDE = 65,536");
 }

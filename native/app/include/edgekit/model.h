@@ -1,7 +1,7 @@
 // One model of an asset set, ready for images: the bundle's Preprocessor
 // (preprocess.json), an Engine on its model.nb and its Postprocessor (task.json,
 // labels.txt), timed stage by stage. `predict` returns what `edgekit run` prints for
-// the same bundle and image (edgekit/predict.py: BundleModel.predict).
+// the same bundle and image (edgekit/consumers/predict.py: BundleModel.predict).
 #pragma once
 
 #include <memory>

@@ -1,4 +1,4 @@
-// PP-OCR as a system, step for step as edgekit/predict.py's ocr_system (the
+// PP-OCR as a system, step for step as edgekit/consumers/predict.py's ocr_system (the
 // Python twin `edgekit ocr` runs): the detector's boxes in image pixels, read in
 // sort_boxes order; each quad warped upright out of the original image (rotate_crop; a
 // result without a quad: its box cropped, edges floor/ceil, clamped); the direction classifier's label and score, the crop turned 180

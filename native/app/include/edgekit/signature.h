@@ -1,5 +1,5 @@
 // Ed25519 signatures of asset sets, the C++ side of `edgekit package --sign` /
-// `--verify --pubkey` (edgekit/package.py, docs/security.md).
+// `--verify --pubkey` (edgekit/consumers/package.py, docs/security.md).
 //
 // `edgekit package --sign KEY.pem` writes assets.json.sig beside assets.json:
 //   {"schema": "edgekit.signature/1", "algorithm": "ed25519", "signed": "assets.json",

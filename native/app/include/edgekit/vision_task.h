@@ -1,6 +1,6 @@
 // The task kinds `detection` and `segmentation` of a bundle's task.json, for the app
 // core: the core's post-processing (edgekit/detection.h) applied to a model's outputs,
-// with results in the JSON shape `edgekit run` prints (edgekit/predict.py:
+// with results in the JSON shape `edgekit run` prints (edgekit/consumers/predict.py:
 // BundleModel._in_image; edgekit/tasks/detection.py and segmentation.py):
 //
 //   detection     [{"box": [x0, y0, x1, y1], "class", "label", "score"}, ...]  best first

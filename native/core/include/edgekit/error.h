@@ -19,7 +19,7 @@ enum class ExitCode : int {
   run = 6,       // Lite failed while running
   output = 7,    // outputs or the record could not be written
   // An asset set opened with a public key is unsigned, signed by another key or changed
-  // after signing: edgekit's SignatureError has the same exit code (edgekit/errors.py).
+  // after signing: edgekit's SignatureError has the same exit code (edgekit/core/errors.py).
   signature = 16,
 };
 

@@ -2,7 +2,7 @@
 // sets, golden files and images may come from someone else, so every reader checks
 // what it is about to allocate or index against these limits *before* doing so (a
 // header's shape, an image's dimensions, a JSON file's size), and a refusal names the
-// limit it hit. The figures and names are the twins of edgekit/limits.py, so the
+// limit it hit. The figures and names are the twins of edgekit/core/limits.py, so the
 // Python and the C++ side refuse the same files.
 #pragma once
 
@@ -25,7 +25,7 @@ constexpr int kMaxImageSide = 1 << 16;                                // MAX_IMA
 // pad missing data with zeros, so a few hundred bytes could claim 64 Mpx. A complete
 // JPEG spends at least one bit per 8x8 block, a BMP at least one bit per pixel, so a
 // file of S bytes holds at most S x this many pixels (PNG has no such bound). Twins of
-// edgekit/limits.py's MAX_JPEG_PIXELS_PER_BYTE / MAX_BMP_PIXELS_PER_BYTE (check_image_bytes).
+// edgekit/core/limits.py's MAX_JPEG_PIXELS_PER_BYTE / MAX_BMP_PIXELS_PER_BYTE (check_image_bytes).
 constexpr std::uint64_t kMaxJpegPixelsPerByte = 512;                  // MAX_JPEG_PIXELS_PER_BYTE
 constexpr std::uint64_t kMaxBmpPixelsPerByte = 8;                     // MAX_BMP_PIXELS_PER_BYTE
 // preprocess resize / crop, per side.

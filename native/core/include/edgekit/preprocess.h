@@ -1,6 +1,6 @@
 // A bundle's preprocess.json interpreted: the same steps, in the same order and
 // with the same arithmetic, as edgekit's Python `PreprocessSpec.apply`
-// (edgekit/data.py), so an app's input tensor equals the one parity was checked on:
+// (edgekit/model/data.py), so an app's input tensor equals the one parity was checked on:
 // colour -> resize -> centre crop -> x * scale -> (x - mean) / std -> layout -> pad.
 //
 //   auto pre = Preprocessor::from_file(bundle + "/preprocess.json");

@@ -1,0 +1,96 @@
+"""`edgekit bench`: bundles side by side by the instructions one inference of their model.nb executes, as tier C
+counted them (edgekit/verify/counts.py) and recorded them in each manifest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from edgekit.verify.counts import CLASSES, estimate
+from edgekit.core.errors import ConfigError, InputModelError
+from edgekit.core.tables import CPU_PROFILES
+
+
+@dataclass(frozen=True)
+class CostRow:
+    bundle: str
+    model: str
+    target: str
+    precision: str
+    variant: str                  # "pruned", "no-fold", ... (what the build changed)
+    paths: dict                   # kernel path -> per_inference counts
+
+    def total(self, path: str) -> int | None:
+        counts = self.paths.get(path)
+        return counts["total"] if counts else None
+
+
+def row(bundle: Path, manifest: Mapping) -> CostRow:
+    """A bundle's counts as recorded by tier C; InputModelError when the manifest has none."""
+    emulation = manifest.get("emulation") or {}
+    counts = emulation.get("instruction_counts") or {}
+    paths = counts.get("paths") if isinstance(counts, Mapping) else None
+    if not paths:
+        why = emulation.get("reason") or counts.get("reason") or "the bundle predates instruction counts"
+        raise InputModelError(f"{bundle} records no instruction counts ({why})",
+                              "rebuild it with tier C (EDGEKIT_LITE_ARM set, without --no-emulation)")
+    model = manifest.get("model") or {}
+    config = manifest.get("config") or {}
+    variant = [v for v, on in (("pruned", bool(manifest.get("pruning"))),
+                               ("no-fold", config.get("fold") is False)) if on]
+    return CostRow(str(bundle), str(model.get("name", "?")), str(model.get("target", "?")),
+                   str(model.get("precision", "?")), "+".join(variant) or "-",
+                   {p: c["per_inference"] for p, c in paths.items()})
+
+
+def compare(rows: Sequence[CostRow]) -> dict:
+    """Every bundle's counts per kernel path and its ratio to the first bundle's (the baseline) on the same path."""
+    if not rows:
+        raise ConfigError("bench needs at least one bundle", "pass bundle folders written by edgekit build")
+    seen = {p for r in rows for p in r.paths}
+    paths = [p for p in CPU_PROFILES if p in seen] + sorted(seen - set(CPU_PROFILES))
+    base = rows[0]
+    out = []
+    for r in rows:
+        entry = {"bundle": r.bundle, "model": r.model, "target": r.target, "precision": r.precision,
+                 "variant": r.variant, "paths": {}}
+        for p in paths:
+            counts = r.paths.get(p)
+            if counts is None:
+                continue
+            ref = base.total(p)
+            entry["paths"][p] = dict(counts, vs_first=round(counts["total"] / ref, 4) if ref else None)
+        entry["latency_estimate"] = (estimate({p: {"per_inference": c} for p, c in r.paths.items()}, r.precision)
+                                     if r.target == "arm64" else None)
+        out.append(entry)
+    return {"schema": "edgekit.bench/1", "unit": "guest instructions per inference", "baseline": base.bundle,
+            "paths": paths, "bundles": out}
+
+
+def table(result: Mapping) -> list[str]:
+    """The comparison as text: one line per bundle and kernel path."""
+    header = f"{'bundle':<34} {'path':<8} {'total':>13} {'vs 1st':>7} {'simd/fp':>7} {'ld/st':>6} {'branch':>6} {'dot':>6}"
+    lines = [f"instruction counts per inference (baseline: {result['baseline']})", header, "-" * len(header)]
+    for entry in result["bundles"]:
+        name = f"{entry['model']} {entry['target']}-{entry['precision']}" + (
+            f" {entry['variant']}" if entry["variant"] != "-" else "")
+        for path, c in entry["paths"].items():
+            share = {k: c[k] / c["total"] if c["total"] else 0.0 for k in CLASSES}
+            ratio = f"{c['vs_first']:.3f}" if c.get("vs_first") is not None else "-"
+            lines.append(f"{name[:34]:<34} {path:<8} {c['total']:>13,} {ratio:>7} {share['simd_fp']:>7.1%} "
+                         f"{share['load_store']:>6.1%} {share['branch']:>6.1%} {share['dot_product']:>6.1%}")
+    return lines
+
+
+def bench_bundles(paths: Sequence[Path]) -> dict:
+    """`edgekit bench`: the recorded counts of each bundle folder, compared with the first one's."""
+    from edgekit.build import bundle as bundle_mod
+
+    rows = []
+    for path in paths:
+        path = Path(path)
+        if not path.is_dir():
+            raise InputModelError(f"{path} is not a bundle folder", "pass folders written by edgekit build")
+        rows.append(row(path, bundle_mod.load(path).manifest))
+    return compare(rows)

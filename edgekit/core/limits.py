@@ -1,0 +1,113 @@
+"""The sizes edgekit's Python readers accept from untrusted input, in one place (native/'s core has its twin).
+
+Bundles, asset sets, evaluation data and images may come from someone else. Every
+reader checks what it is about to allocate against these limits *before* it
+allocates (a header's shape, an image's dimensions, a zip member's declared size), and
+a refusal names the limit it hit, e.g. `limits.MAX_IMAGE_PIXELS`. The figures are
+generous for real models and data (docs/security.md lists them for the C++ side).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Sequence, Type
+
+from edgekit.core.errors import EdgekitError
+
+MAX_TENSOR_BYTES = 1 << 30          # one array of a .npy / .npz (golden vectors, evaluation data): 1 GiB
+MAX_TENSOR_ELEMENTS = 1 << 30       # its element count (bounds 1-byte dtypes and zero-size items alike)
+MAX_IMAGE_PIXELS = 1 << 26          # width x height of an image to decode: 67 Mpx (8192 x 8192)
+MAX_IMAGE_SIDE = 1 << 16            # either side of an image (what stb_image, native/'s decoder, accepts)
+# Bytes an image file must have for the pixels its header claims (decoders pad missing data with zeros, so a few
+# hundred bytes could claim 64 Mpx): a complete JPEG spends at least one bit per 8x8 block, a BMP one bit per pixel.
+# A file of N bytes may claim at most N x ratio pixels; PNG has no such bound. Twins of native/'s limits.h
+# (kMaxJpegPixelsPerByte, kMaxBmpPixelsPerByte, checked in native/app/src/decode_stb.cc), so both sides refuse the
+# same files.
+MAX_JPEG_PIXELS_PER_BYTE = 512
+MAX_BMP_PIXELS_PER_BYTE = 8
+PIXELS_PER_BYTE = {"jpeg": "MAX_JPEG_PIXELS_PER_BYTE", "bmp": "MAX_BMP_PIXELS_PER_BYTE"}   # image format -> limit
+MAX_RESIZE_SIDE = 8192              # preprocess resize / crop, per side, in pixels
+MAX_JSON_BYTES = 16 << 20           # manifest.json, preprocess.json, task.json, assets.json: 16 MiB
+MAX_JSON_DEPTH = 64                 # nesting of objects and arrays in those files
+MAX_NPZ_RATIO = 100                 # uncompressed / compressed bytes of one .npz member ...
+NPZ_RATIO_FLOOR = 16 << 20          # ... checked once a member expands beyond 16 MiB (small zero arrays compress well)
+
+HINT = "this limit guards against crafted files (edgekit/core/limits.py); if the file is genuine, make it smaller"
+
+
+def refuse(error: Type[EdgekitError], what: str, value: Any, limit: str, hint: str = HINT) -> EdgekitError:
+    """The error for `what` being `value`, beyond the limit named `limit` (a name in this module)."""
+    shown = f"{value:,}" if isinstance(value, int) else str(value)
+    return error(f"{what} is {shown}, beyond the limit {limit} = {globals()[limit]:,}", hint)
+
+
+def check(error: Type[EdgekitError], what: str, value: int, limit: str, hint: str = HINT) -> None:
+    if value > globals()[limit]:
+        raise refuse(error, what, value, limit, hint)
+
+
+def tensor_bytes(shape: Sequence[int], itemsize: int) -> int:
+    """Bytes of an array of `shape`, in Python integers (no overflow)."""
+    return math.prod(int(d) for d in shape) * int(itemsize)
+
+
+def check_tensor(error: Type[EdgekitError], what: str, shape: Sequence[int], itemsize: int) -> int:
+    """Bytes of an array of `shape` x `itemsize`, once its element and byte counts are within the limits."""
+    dims = f"{'x'.join(str(d) for d in shape) or 'scalar'}"
+    check(error, f"{what} ({dims}) in elements", tensor_bytes(shape, 1), "MAX_TENSOR_ELEMENTS")
+    size = tensor_bytes(shape, itemsize)
+    check(error, f"{what} ({dims}) in bytes", size, "MAX_TENSOR_BYTES")
+    return size
+
+
+def check_image(error: Type[EdgekitError], what: str, width: int, height: int, *, image_format: str | None = None,
+                file_bytes: int | None = None) -> None:
+    """An image's header within the side and pixel limits and, for a JPEG or BMP of `file_bytes`, within its
+    pixels-per-byte limit (`area > ratio x bytes` in integers, as native/'s decoder computes it)."""
+    check(error, f"{what}'s larger side", max(int(width), int(height)), "MAX_IMAGE_SIDE")
+    area = int(width) * int(height)
+    check(error, f"{what} ({width}x{height}) in pixels", area, "MAX_IMAGE_PIXELS")
+    limit = PIXELS_PER_BYTE.get(image_format or "")
+    if limit is not None and file_bytes is not None and area > globals()[limit] * int(file_bytes):
+        raise refuse(error, f"{what} ({width}x{height} pixels in {int(file_bytes):,} bytes) in pixels per byte",
+                     f"{area / max(int(file_bytes), 1):,.2f}", limit,
+                     "the file is truncated or crafted: its header claims more pixels than its bytes can hold")
+
+
+def json_depth(value: Any) -> int:
+    """Nesting depth of a parsed JSON value (scalars 0), without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        elif not isinstance(item, list):
+            continue
+        deepest = max(deepest, depth + 1)
+        if deepest > MAX_JSON_DEPTH:
+            return deepest
+        stack.extend((child, depth + 1) for child in item)
+    return deepest
+
+
+def read_json(path: Path, error: Type[EdgekitError], hint: str) -> Any:
+    """A JSON file from untrusted input: size and depth within the limits, else `error` (with `hint` when unparsable)."""
+    try:
+        size = path.stat().st_size
+        check(error, f"{path} in bytes", size, "MAX_JSON_BYTES")
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror}", hint) from exc
+    except UnicodeDecodeError as exc:
+        raise error(f"{path} is not UTF-8 text", hint) from exc
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise refuse(error, f"the nesting of {path}", "too deep to parse", "MAX_JSON_DEPTH") from None
+    except ValueError as exc:
+        raise error(f"{path} is not valid JSON ({exc})", hint) from exc
+    depth = json_depth(value)
+    check(error, f"the nesting depth of {path}", depth, "MAX_JSON_DEPTH")
+    return value

@@ -1,0 +1,188 @@
+"""Tier C: the ARM model.nb itself, on Paddle-Lite's ARM kernels under qemu-user, on the host.
+
+Tiers A and B check the FP32 graph on x86 kernels and a simulation of the reduced
+precision; neither is the file a phone loads. Here `edgekit-lite-run` (native/, cross
+compiled for the target's ABI and linked against the user's Paddle-Lite ARM Linux
+runtime of the opt's version) runs model.nb on the evaluation samples under qemu,
+in parallel processes, with results cached by the .nb, the data, the runtime and the
+CPU profile. Gates: a reduced precision within the same accuracy budget as tier B;
+FP32 within tier A's tolerances. The agreement between B and C says how far the
+simulation can be trusted. Without a runtime, emulator or cross compiler the report
+says tier C did not run and why; with `required` (CI) that is an error. Tier C also
+counts the instructions one inference executes on every kernel path of the ABI
+(edgekit/verify/counts.py): a deterministic cost figure for the manifest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from edgekit.model import parity
+from edgekit.verify import tiers
+from edgekit.model.artifacts import sha256_file
+from edgekit.contracts.settings import BuildConfig
+from edgekit.model.data import spread_indices
+from edgekit.verify.emulator import Emulator
+from edgekit.core.errors import EmulationUnavailable
+from edgekit.core.tables import TARGETS, Precision
+
+log = logging.getLogger(__name__)
+
+CACHE_FORMAT = "edgekit-emulation/1"
+
+
+def emulate(rec) -> tuple[parity.ParityReport, dict]:
+    """The emulation stage: tier C checks in the report, and what ran (or why not) for the manifest."""
+    cfg, settings = rec.cfg, rec.cfg.emulation
+    if not settings.enabled:
+        return rec.report, {"ran": False, "reason": "skipped on request (--no-emulation / [emulation] enabled = false)"}
+    abi = TARGETS[cfg.target].emulation
+    try:
+        emulator = Emulator.prepare(abi, settings, cfg.tool_timeout)
+    except EmulationUnavailable as exc:
+        if settings.required:
+            raise
+        return rec.report, {"ran": False, "reason": f"{exc.message} ({exc.hint})"}
+    return tier_c(rec, emulator)
+
+
+def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, dict]:
+    cfg, evaluation = rec.cfg, rec.evaluation
+    count = len(evaluation) if not cfg.emulation.max_samples else min(cfg.emulation.max_samples, len(evaluation))
+    picks = spread_indices(len(evaluation), count)
+    subset = evaluation.spread(count)
+    reference = tiers.pick(rec.static, rec.reference, picks)
+    start = time.monotonic()
+    run = _cached_run if not tiers.holds_nms(rec.static) else _nms_rows_run   # a kept NMS op: rows + counts
+    outputs, records, cached = run(cfg, emulator, rec.device.nb_file, subset, rec.static.feeds)
+    seconds = time.monotonic() - start
+    engine = f"{cfg.target.value} .nb (emulated ARM)"
+    subject = f"{engine} vs " + ("reference" if cfg.precision is Precision.fp32 or not subset.has_truth else "fp32")
+    stats = parity.compare(*tiers.comparable(rec.static, reference, outputs), rec.static.fetches)
+    metrics = {engine: subset.evaluate(outputs)} if subset.has_truth else None
+    if cfg.precision is Precision.fp32:
+        checks = tiers.twin_tolerance(cfg.gates).checks("C", subject, stats)
+    else:
+        primary = subset.primary
+        checks = tiers.precision_budget(cfg, evaluation).checks(
+            "C", subject, stats, subset.evaluate(reference)[primary] if primary else None,
+            metrics[engine][primary] if primary else None)
+    summary = dict(emulator.describe(), ran=True, samples=count, of=len(evaluation), seconds=round(seconds, 3),
+                   cached=cached, int8_kernels=_kernel_path(records), **_timing(records),
+                   agreement_with_b=_agreement(rec, subset, picks, outputs),
+                   instruction_counts=_instruction_counts(cfg, emulator, rec.device.nb_file, subset,
+                                                          tiers.holds_nms(rec.static)))
+    key = getattr(subset.task, "golden_key", None)     # detections matched / class maps compared per image
+    if cfg.precision is not Precision.fp32 and key:
+        summary[key] = subset.task.match_outputs(reference, outputs)   # sets the golden floors (stages._golden_floors)
+    notes = [] if count == len(evaluation) else [f"tier C ran {count} of {len(evaluation)} evaluation samples "
+                                                 "([emulation] max_samples); its FP32 figure is on the same subset"]
+    if metrics is not None and count != len(evaluation):
+        metrics[f"fp32 reference ({count} samples)"] = subset.evaluate(reference)
+    report = rec.report.extended(checks=checks, tier="C", stats=stats, metrics=metrics, notes=notes,
+                                 extra={"C": {k: summary[k] for k in ("abi", "cpu_profile", "int8_kernels",
+                                                                      "agreement_with_b", "samples")}})
+    return report, summary
+
+
+def _instruction_counts(cfg: BuildConfig, emulator: Emulator, nb_file: Path, subset, rows: bool = False) -> dict:
+    """Guest instructions of one inference per kernel path (edgekit/verify/counts.py); why not, when they cannot be counted."""
+    from edgekit.verify import counts
+    from edgekit.core.errors import EdgekitError
+
+    sample = {name: values[:1] for name, values in subset.inputs.items()}
+    folder = cfg.quant.cache_dir / "emulation" if cfg.quant.cache_dir is not None else None
+    try:
+        found = counts.measure(emulator, nb_file, sample, cache_folder=folder,
+                              profiles=counts.kernel_paths(emulator.abi, emulator.cpu), rows=rows)
+        if emulator.abi == "aarch64":   # the published table the estimate is fitted to is arm64
+            found["latency_estimate"] = counts.estimate(found["paths"], cfg.precision.value)
+        return found
+    except EdgekitError as exc:
+        if cfg.emulation.required:
+            raise
+        log.warning("instruction counts not recorded: %s", exc.message)
+        return {"ran": False, "reason": f"{exc.message} ({exc.hint})"}
+
+
+def _agreement(rec, subset, picks, outputs) -> dict | None:
+    """How closely the ARM kernels follow tier B's simulation: the measure of how far B can be trusted."""
+    if rec.simulated is None:
+        return None
+    simulated = tiers.pick(rec.static, rec.simulated, picks)
+    stats = parity.differences(*tiers.comparable(rec.static, simulated, outputs), rec.static.fetches)
+    found = {"cosine": min(s.cosine for s in stats), "max_abs": parity.worst_max_abs(stats)}
+    if subset.task is not None:
+        found[f"{subset.primary}_agreement"] = subset.task.agreement(outputs, simulated)
+    return found
+
+
+def _kernel_path(records: Sequence[dict]) -> str:
+    paths = sorted({str(r.get("cpu", {}).get("int8_kernel_path", "unknown")) for r in records})
+    return "/".join(paths)
+
+
+def _timing(records: Sequence[dict]) -> dict:
+    runs = [ms for r in records for ms in r.get("pass_ms", [])]
+    loads = [r.get("load_ms") for r in records if r.get("load_ms") is not None]
+    return {"ms_per_sample_median": round(float(np.median(runs)), 3) if runs else None,
+            "load_ms_median": round(float(np.median(loads)), 3) if loads else None,
+            "processes": len(records), "peak_rss_kb": max((r.get("peak_rss_kb") or 0) for r in records),
+            "memory_probe": next((r["memory_probe"] for r in records if "memory_probe" in r), None),
+            "shards": _shards(records)}
+
+
+def _shards(records: Sequence[dict]) -> dict | None:
+    """Where tier C's shards ran (edgekit/verify/shards.py): the executor and how many nodes (hosts) ran them."""
+    placed = [r["shard"] for r in records if "shard" in r]
+    if not placed:
+        return None              # a cache entry made before shards said where they ran
+    nodes = {json.dumps(p.get("node"), sort_keys=True) for p in placed}
+    return {"executor": placed[0].get("executor"), "nodes": len(nodes), "count": len(placed)}
+
+
+def _nms_rows_run(cfg: BuildConfig, emulator: Emulator, nb_file: Path, subset, feeds) -> tuple[list, list, bool]:
+    """A graph that kept its NMS op: the runner's --rows mode (lite/nms.py), uncached."""
+    from edgekit.lite import nms
+
+    outputs, records = nms.emulate(emulator, nb_file, subset.inputs, feeds, cfg.emulation.jobs or 2)
+    return outputs, records, False
+
+
+def _cached_run(cfg: BuildConfig, emulator: Emulator, nb_file: Path, subset, feeds) -> tuple[list, list, bool]:
+    """Results are keyed by the .nb, the exact inputs, the runtime, the runner build, the CPU profile and threads."""
+    from edgekit.core import atomic
+
+    key = hashlib.sha256(json.dumps({
+        "format": CACHE_FORMAT, "nb": sha256_file(nb_file), "inputs": subset.samples.digest(),
+        "runtime": emulator.runtime.sha256, "runner": emulator.build.key, "cpu": emulator.cpu,
+        "threads": emulator.threads}, sort_keys=True).encode()).hexdigest()
+    folder = cfg.quant.cache_dir / "emulation" if cfg.quant.cache_dir is not None else None
+    if folder is not None and (folder / f"{key}.npz").is_file() and (folder / f"{key}.json").is_file():
+        try:
+            with np.load(folder / f"{key}.npz") as stored:
+                outputs = [stored[f"output_{i}"] for i in range(len(stored.files))]
+            return outputs, json.loads((folder / f"{key}.json").read_text(encoding="utf-8")), True
+        except (OSError, ValueError, KeyError):
+            log.warning("ignoring an unreadable tier-C cache entry %s", key)
+    from edgekit.core.executors import from_environment, usable_cores
+
+    with from_environment() as executor:        # the build's executor (EDGEKIT_EXECUTOR), as the INT8 search's
+        if cfg.emulation.jobs:
+            outputs, records = emulator.run(nb_file, subset.inputs, feeds, cfg.emulation.jobs, executor=executor)
+        else:
+            outputs, records = emulator.run(nb_file, subset.inputs, feeds, usable_cores(), memory_aware=True,
+                                            executor=executor)
+    if folder is not None:
+        with atomic.replacing(folder / f"{key}.npz") as tmp:
+            with tmp.open("wb") as handle:
+                np.savez(handle, **{f"output_{i}": o for i, o in enumerate(outputs)})
+        atomic.write_json(folder / f"{key}.json", records)
+    return outputs, records, False
