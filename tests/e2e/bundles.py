@@ -19,17 +19,22 @@ def leftovers(out: Path) -> list:
 
 
 def paddle3_python() -> str:
-    """The Paddle 3 interpreter (`./run tests` makes .venv-paddle3); skip without it, except in CI, where it fails."""
+    """The Paddle 3 interpreter (EDGEKIT_PADDLE3_PYTHON, else .venv-paddle3 beside this environment or in the
+    checkout: `./run tests` makes it); skip without it, except in CI, where it fails."""
     import os
 
     import pytest
 
-    python = os.environ.get("EDGEKIT_PADDLE3_PYTHON")
-    if not python:
+    from edgekit.core import sibling_envs
+
+    located = sibling_envs.locate("EDGEKIT_PADDLE3_PYTHON", sibling_envs.PADDLE3)
+    if not located.python:
+        why = os.environ.get("EDGEKIT_PADDLE3_UNAVAILABLE") or located.unavailable or ""
         if os.environ.get("CI") == "true":
-            pytest.fail(f"EDGEKIT_PADDLE3_PYTHON is unset in CI ({os.environ.get('EDGEKIT_PADDLE3_UNAVAILABLE', '')})")
-        pytest.skip("no Paddle 3 interpreter: EDGEKIT_PADDLE3_PYTHON is unset (./run tests makes .venv-paddle3)")
-    return python
+            pytest.fail(f"no Paddle 3 interpreter in CI ({why})")
+        pytest.skip(f"no Paddle 3 interpreter: {sibling_envs.describe_search(located, 'EDGEKIT_PADDLE3_PYTHON')} "
+                    f"(./run tests makes .venv-paddle3){': ' + why if why else ''}")
+    return located.python
 
 
 def run_paddle3(*args: str, env: dict | None = None, timeout: float = 600) -> None:

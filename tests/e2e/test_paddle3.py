@@ -52,6 +52,34 @@ def test_zoo_entry_builds_within_1e4_of_paddle3(zoo, cli, tmp_path, name):
     assert tier_a["cosine"] >= 0.99999, tier_a
 
 
+def test_venv_edgekit_finds_paddle3_beside_its_environment(zoo, tmp_path):
+    """The README's `.venv/bin/edgekit`, called directly (no ./run, so no EDGEKIT_PADDLE3_PYTHON): it finds
+    .venv-paddle3 beside its own environment and builds a PIR program."""
+    import subprocess
+    import sys
+
+    from edgekit.core import sibling_envs
+
+    sibling = sibling_envs.locate("EDGEKIT_PADDLE3_PYTHON", sibling_envs.PADDLE3, environ={})
+    if sibling.python is None:                  # EDGEKIT_PADDLE3_PYTHON points elsewhere and no .venv-paddle3 exists
+        (pytest.fail if os.environ.get("CI") == "true" else pytest.skip)(
+            f"no .venv-paddle3 in {' or '.join(sibling.searched)}")
+    venv_bin = Path(sys.prefix) / "bin"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("EDGEKIT_PADDLE3_PYTHON", "EDGEKIT_PADDLE3_UNAVAILABLE", "EDGEKIT_NO_PADDLE3", "VIRTUAL_ENV",
+                        "PYTHONPATH")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if Path(p) != venv_bin)
+    out = tmp_path / "out"
+    done = subprocess.run([str(venv_bin / "edgekit"), "build", "-m", str(zoo / "conv_bias"), "--eval",
+                           str(zoo / "images.npz"), "--target", "arm64", "--quant", "fp32", "--no-emulation",
+                           "--out", str(out), "--quiet"], env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    m = manifest(out / "conv_bias" / "arm64-fp32")
+    assert m["paddle3"]["python"] == sibling.python and m["paddle3"]["paddle"].startswith("3."), m["paddle3"]
+    tier_a = {c["metric"]: c["value"] for c in m["parity"]["checks"] if c["tier"] == "A"}
+    assert tier_a["max_abs"] <= 1e-4, tier_a
+
+
 def test_scale_trap_is_wrong_without_its_rewrite(zoo, tmp_path):
     """opt folds `scale` after a conv-fused activation into the conv, before the activation: without
     `lite_safe` the x86 .nb is far off; with it, within 1e-4."""

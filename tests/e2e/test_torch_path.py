@@ -2,13 +2,13 @@
 
 PyTorch's releases need a newer Python than Paddle-Lite's 3.8-3.10, so the export runs
 in a separate interpreter: EDGEKIT_TORCH_PYTHON (`./run tests` sets it to .venv-torch
-when it could create that environment), else this interpreter when it has torch.
+when it could create that environment), else .venv-torch beside this environment or in the checkout
+(`pytest` called from .venv/bin directly), else this interpreter when it has torch.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,20 +21,19 @@ from edgekit.lite.runtime import LiteRunner
 
 pytestmark = pytest.mark.e2e
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def _torch_python() -> str:
-    given = os.environ.get("EDGEKIT_TORCH_PYTHON")
-    if given:
-        return given
+    from edgekit.core import sibling_envs
+
+    located = sibling_envs.locate("EDGEKIT_TORCH_PYTHON", sibling_envs.TORCH)
+    if located.python:
+        return located.python
     try:
         import torch  # noqa: F401
     except ImportError:
-        marker = ROOT / ".venv-torch" / ".edgekit-unavailable"
-        why = marker.read_text().strip().split("\t")[-1] if marker.is_file() else "not set up"
-        pytest.skip(f"no Python with PyTorch: EDGEKIT_TORCH_PYTHON is unset and .venv-torch is {why} "
-                    "(./run tests creates it where a CPU torch wheel is reachable)")
+        why = located.unavailable or "not set up"
+        pytest.skip(f"no Python with PyTorch: {sibling_envs.describe_search(located, 'EDGEKIT_TORCH_PYTHON')} ({why}; "
+                    "./run tests creates .venv-torch where a CPU torch wheel is reachable)")
     return sys.executable
 
 
