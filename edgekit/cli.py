@@ -21,7 +21,7 @@ import typer
 from typer.core import TyperGroup
 
 from edgekit.core.errors import EdgekitError
-from edgekit.core.tables import CPU_PROFILES, PRECISIONS, TARGETS, Precision, Target
+from edgekit.core.tables import CPU_PROFILES, IMPORT_MAX_ABS, IMPORT_MIN_COSINE, PRECISIONS, TARGETS, Precision, Target
 
 
 class _Edgekit(TyperGroup):
@@ -110,9 +110,8 @@ def _setup_logging(verbose: int, quiet: bool) -> None:
 def _fail(error: EdgekitError) -> None:
     for line in getattr(error, "report_lines", []):
         typer.echo(line)
-    typer.echo(f"error: {error.message}", err=True)
-    if error.hint:
-        typer.echo(f"  fix: {error.hint}", err=True)
+    for line in error.lines():
+        typer.echo(line, err=True)
     raise typer.Exit(error.exit_code)
 
 
@@ -465,10 +464,10 @@ def import_onnx_command(
     inputs: List[str] = typer.Option([], "--input", "-i", help="ONNX input name:shape, e.g. x:1x3x48x320; fixes dynamic dims "
                                      "X2Paddle cannot carry (-1 keeps a dim dynamic)."),
     timeout: float = typer.Option(600.0, "--timeout", help="Seconds X2Paddle may take."),
-    max_abs: float = typer.Option(1e-4, "--max-abs", help="Largest difference from ONNX Runtime allowed per output, relative "
+    max_abs: float = typer.Option(IMPORT_MAX_ABS, "--max-abs", help="Largest difference from ONNX Runtime allowed per output, relative "
                                   "to the output's largest |value| (absolute for outputs below 1e-3, which carry no "
                                   "signal on random inputs) ([parity] import_max_abs in a build)."),
-    min_cosine: float = typer.Option(0.9999, "--min-cosine", help="Smallest cosine to ONNX Runtime allowed per output "
+    min_cosine: float = typer.Option(IMPORT_MIN_COSINE, "--min-cosine", help="Smallest cosine to ONNX Runtime allowed per output "
                                      "([parity] import_min_cosine)."),
 ) -> None:
     """X2Paddle conversion, checked against ONNX Runtime (disagreement is an error).

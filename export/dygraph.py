@@ -11,15 +11,15 @@ import numpy as np
 from edgekit.model.artifacts import StaticModel
 from edgekit.contracts.settings import InputSpec, ModelConfig
 from edgekit.core.errors import ExportError, InputModelError, ParityError
-from edgekit.model.parity import SameTolerance, check_same
+from edgekit.model.parity import check_same
 from edgekit.core.imports import import_callable
 
 from . import program as prog
 from .runner import StaticRunner
+from edgekit.model.passes import TOLERANCES
 
 log = logging.getLogger(__name__)
 
-EXPORT_MAX_ABS = 1e-4
 
 
 def _last_line(exc: BaseException) -> str:
@@ -156,13 +156,13 @@ def export_layer(layer, inputs: Sequence[InputSpec], out_dir: Path, samples: Map
                           "return a tensor or a flat tuple of tensors from forward()")
     try:
         found = check_same(dyn_outs, static_outs, [f"output {i}" for i in range(len(dyn_outs))],
-                           SameTolerance(EXPORT_MAX_ABS, scaled=False), f"exported {what} vs dynamic model")
+                           TOLERANCES["export"], f"exported {what} vs dynamic model")
     except ParityError as exc:
         raise ExportError(f"the exported {what} does not match the dynamic model: {exc.message}",
                           "return the same tensors from forward() in eval mode as when traced") from exc
     worst = found.worst_max_abs
     if not found.passed:
-        raise ExportError(f"the exported {what} differs from the dynamic model by {worst:.3g} (limit {EXPORT_MAX_ABS:g})",
+        raise ExportError(f"the exported {what} differs from the dynamic model by {worst:.3g} (limit {TOLERANCES['export'].max_abs:g})",
                           "check for layers that behave differently in eval mode or when traced")
     count = int(len(next(iter(samples.values()))))
     log.info("export check (%s): static vs dynamic max abs %.3g on %d samples", what, worst, count)

@@ -18,8 +18,8 @@ carry chains that Paddle-Lite's opt passes do not match:
 `conv(W * a) -> elementwise_add(c, axis=1)` (which opt then folds into the conv's
 bias), and the decomposed activations become `hard_swish` / `hard_sigmoid` ops. The
 folded model is run against the unfolded one on evaluation samples; it is used only
-if every output agrees (max abs <= FOLD_MAX_ABS times the output's scale, cosine >=
-FOLD_MIN_COSINE), else the build keeps the unfolded model and says why.
+if every output agrees (max abs and cosine within TOLERANCES["fold"],
+edgekit/model/passes.py), else the build keeps the unfolded model and says why.
 """
 
 from __future__ import annotations
@@ -31,14 +31,13 @@ from pathlib import Path
 import numpy as np
 
 from edgekit.model.artifacts import StaticModel
-from edgekit.model.parity import SameTolerance, check_same
+from edgekit.model.parity import SameCheck, check_same
 
 from . import program as prog
+from edgekit.model.passes import TOLERANCES
 
 log = logging.getLogger(__name__)
 
-FOLD_MAX_ABS = 1e-4        # times max(1, the output's largest |value|)
-FOLD_MIN_COSINE = 0.99999
 CONVS = ("conv2d", "depthwise_conv2d")
 
 
@@ -276,11 +275,10 @@ def fold_program(model: StaticModel, out_dir: Path) -> tuple[StaticModel, dict] 
     return folded, report
 
 
-def check(model: StaticModel, folded: StaticModel, samples: dict[str, np.ndarray]) -> dict:
+def check(model: StaticModel, folded: StaticModel, samples: dict[str, np.ndarray]) -> SameCheck:
     """The folded model against the unfolded one on the same inputs: figures per output, and whether all pass."""
     from .runner import StaticRunner
 
     before = StaticRunner(model).run(samples)
     after = StaticRunner(folded).run(samples)
-    return check_same(before, after, model.fetches, SameTolerance(FOLD_MAX_ABS, FOLD_MIN_COSINE), "folded vs unfolded"
-                      ).to_json()
+    return check_same(before, after, model.fetches, TOLERANCES["fold"], "folded vs unfolded")

@@ -26,10 +26,11 @@ from edgekit.model.artifacts import StaticModel
 from edgekit.contracts.settings import InputSpec
 from edgekit.model.data import GEOMETRY_FEEDS, geometry_values
 from edgekit.core.errors import ConversionError
+from edgekit.model.parity import SameCheck
+from edgekit.model.passes import PassResult
 
 from . import program as prog
 
-BIND_MAX_ABS = 0.0        # the same values, fed or written into the graph: the same outputs
 
 
 def bound_feeds(feeds: Sequence[InputSpec]) -> list[str]:
@@ -66,9 +67,10 @@ def check_fed(names: Sequence[str], samples: Mapping[str, np.ndarray], image: st
 
 
 def bind(model: StaticModel, names: Sequence[str], out_dir: Path, samples: Mapping[str, np.ndarray],
-         layout: str = "NCHW") -> tuple[StaticModel, dict]:
+         layout: str = "NCHW") -> PassResult[StaticModel]:
     """`model` with the geometry feeds `names` written in as the values `samples` feed them (`check_fed`), saved to
-    `out_dir`; checked on `samples` against `model`. Returns the program and the manifest's record."""
+    `out_dir`; checked on `samples` against `model` (the pass manager judges the check). Returns the program, its
+    check and the manifest's record."""
     (image,) = [f for f in model.feeds if f.name not in names]
     shape = samples[image.name].shape
     values = check_fed(names, samples, image.name, layout, "evaluation")
@@ -84,12 +86,12 @@ def bind(model: StaticModel, names: Sequence[str], out_dir: Path, samples: Mappi
                               "report the model with this message")
     bound = StaticModel(out_dir / "model.pdmodel", out_dir / "model.pdiparams", (image,), tuple(fetches),
                         model.origin, prog.op_types(parsed), model.sources, model.check)
-    worst = _check(model, bound, samples, image.name)
-    return bound, {"bound": {n: values[n].tolist() for n in names}, "image_input": image.name,
-                   "layout": layout, "tensor_size": list(tensor_size(shape, layout)),
-                   "check": {"samples": int(shape[0]), "max_abs": worst},
-                   "why": "boxes stay in model-input pixels; the bundle undoes the resize/letterbox from "
-                          "preprocess.json (PaddleDetection's scale_factor cannot undo a centred letterbox)"}
+    found = _check(model, bound, samples, image.name)
+    return PassResult(bound, found, {
+        "bound": {n: values[n].tolist() for n in names}, "image_input": image.name, "layout": layout,
+        "tensor_size": list(tensor_size(shape, layout)), "check": {"samples": int(shape[0]), "max_abs": found.worst_max_abs},
+        "why": "boxes stay in model-input pixels; the bundle undoes the resize/letterbox from preprocess.json "
+               "(PaddleDetection's scale_factor cannot undo a centred letterbox)"})
 
 
 def _write_constant(block, at: int, source, target, value: np.ndarray) -> int:
@@ -114,15 +116,11 @@ def _write_constant(block, at: int, source, target, value: np.ndarray) -> int:
     return at_[0] + 1
 
 
-def _check(model: StaticModel, bound: StaticModel, samples: Mapping[str, np.ndarray], image: str) -> float:
+def _check(model: StaticModel, bound: StaticModel, samples: Mapping[str, np.ndarray], image: str) -> SameCheck:
     from edgekit.export.runner import StaticRunner
-    from edgekit.model.parity import SameTolerance, check_same
+    from edgekit.model.parity import check_same
+    from edgekit.model.passes import TOLERANCES
 
     before = StaticRunner(model).run(dict(samples))
     after = StaticRunner(bound).run({image: samples[image]})
-    found = check_same(before, after, model.fetches, SameTolerance(BIND_MAX_ABS, per_output=False),
-                       "the geometry inputs bound into the graph")
-    if not found.passed:
-        raise ConversionError(f"binding the geometry inputs changed the outputs by {found.worst_max_abs:.3g}",
-                              "report the model with this message: it cannot be bound safely")
-    return float(found.worst_max_abs)
+    return check_same(before, after, model.fetches, TOLERANCES["geometry"], "the geometry inputs bound into the graph")

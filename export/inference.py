@@ -11,15 +11,15 @@ import numpy as np
 from edgekit.model.artifacts import StaticModel
 from edgekit.contracts.settings import InputSpec, ModelConfig
 from edgekit.core.errors import InputModelError, ParityError
-from edgekit.model.parity import SameTolerance, check_same
+from edgekit.model.parity import check_same
 
 from . import legacy3
 from . import program as prog
 from .runner import StaticRunner, run_paddle_inference
+from edgekit.model.passes import TOLERANCES, PassResult
 
 log = logging.getLogger(__name__)
 
-ENGINE_AGREEMENT = 1e-4
 
 
 def merge_specs(found: list[tuple[str, tuple[int, ...], str]], given: tuple[InputSpec, ...]) -> tuple[InputSpec, ...]:
@@ -83,22 +83,23 @@ def load_inference(cfg: ModelConfig, out_dir: Path) -> StaticModel:
                        tuple(fetches), "inference", prog.op_types(program), check=check)
 
 
-def cross_check(model: StaticModel, samples: dict[str, np.ndarray]) -> StaticModel:
-    """Check the reference engine against a second one; disagreement means neither can be trusted."""
+ENGINE_REFUSAL = (InputModelError, "the reference cannot be trusted: report the model; try re-exporting it with Paddle 2.6")
+
+
+def cross_check(model: StaticModel, samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
+    """Check the reference engine against a second one; disagreement means neither can be trusted (the pass
+    manager refuses the model then: `ENGINE_REFUSAL`)."""
     ours = StaticRunner(model).run(samples)
     theirs = run_paddle_inference(model, samples)
     try:
-        found = check_same(ours, theirs, model.fetches, SameTolerance(ENGINE_AGREEMENT, per_output=False),
+        found = check_same(ours, theirs, model.fetches, TOLERANCES["engine"],
                            "paddle.static.Executor vs Paddle Inference")
     except ParityError as exc:
         raise InputModelError(f"the static executor and Paddle Inference disagree on this model: {exc.message}",
                               "the reference cannot be trusted: report the model; try re-exporting it with Paddle 2.6") from exc
     worst = found.worst_max_abs
-    if not found.passed:
-        raise InputModelError(f"the static executor and Paddle Inference disagree on this model by {worst:.3g}",
-                              "the reference cannot be trusted: report the model; try re-exporting it with Paddle 2.6")
     log.info("reference check: Executor vs Paddle Inference (no IR passes) max abs %.3g", worst)
     check = {**model.check, "engine": "paddle.static.Executor vs Paddle Inference (IR passes off)", "max_abs": worst,
              "samples": int(len(next(iter(samples.values()))))}
-    return StaticModel(model.model_file, model.params_file, model.feeds, model.fetches, model.origin, model.op_types,
-                       model.sources, check)
+    return PassResult(StaticModel(model.model_file, model.params_file, model.feeds, model.fetches, model.origin,
+                                  model.op_types, model.sources, check), found)

@@ -29,7 +29,7 @@ A node whose op X2Paddle lacks and that has no rewrite is refused with the op, t
 node's name and its first output named, before X2Paddle runs.
 
 `check_rewrites` runs ONNX Runtime on the model before and after and compares every
-rewritten node's outputs (max abs <= REWRITE_MAX_ABS times the output's scale): the
+rewritten node's outputs (max abs <= TOLERANCES["legalise"] times the output's scale, edgekit/model/passes.py): the
 legalised model is the one X2Paddle sees, so it must compute what the source computes.
 """
 
@@ -44,10 +44,10 @@ import numpy as np
 from edgekit.core.errors import ExportError, InputModelError
 
 from . import onnxrt, simplify
+from edgekit.model.passes import TOLERANCES
 
 X2PADDLE_MAX_OPSET = 15            # X2Paddle 1.6.0's newest rules; newer graphs are converted down to them
 X2PADDLE_MIN_OPSET = 7
-REWRITE_MAX_ABS = 1e-5             # times max(1, largest |output|), per rewritten output
 
 # Every ONNX op X2Paddle 1.6.0 has a mapper for (OpSet15's methods, directly_map_ops and
 # elementwise_ops); tests/e2e/test_onnx_import.py reads the installed X2Paddle to keep it true.
@@ -561,13 +561,13 @@ def check_rewrites(source, legalised: Legalised, draws: list[dict[str, np.ndarra
         got = np.concatenate([a[name].astype(np.float64).ravel() for a in after])
         scale = float(np.max(np.abs(ref))) if ref.size else 0.0
         max_abs = float(np.max(np.abs(ref - got))) if ref.size else 0.0
-        limit = REWRITE_MAX_ABS * max(1.0, scale)
+        limit = TOLERANCES["legalise"].max_abs * max(1.0, scale)
         figures[name] = {"max_abs": max_abs, "limit": limit, "passed": max_abs <= limit}
     for r in legalised.rewrites:
         r["check"] = {o: figures[o] for o in r["outputs"]}
     failed = [(n, f) for n, f in figures.items() if not f["passed"]]
     check = {"engine": f"ONNX Runtime {ort.__version__}, source vs legalised .onnx, graph optimisations off",
-             "draws": len(draws), "max_abs_limit_factor": REWRITE_MAX_ABS,
+             "draws": len(draws), "max_abs_limit_factor": TOLERANCES["legalise"].max_abs,
              "rewritten_max_abs": max((figures[o]["max_abs"] for o in rewritten), default=0.0),
              "outputs": {n: figures[n] for n in graph_outputs}, "passed": not failed}
     if failed:

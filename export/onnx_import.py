@@ -44,13 +44,12 @@ from edgekit.model.parity import Tolerance
 from . import import_gate, legalize, onnxrt, simplify
 from . import width_free as width_free_mod
 from . import program as prog
+from edgekit.model.passes import IMPORT_TOLERANCE
 
 log = logging.getLogger(__name__)
 
 CHILD = "edgekit.export._x2paddle_child"
 FEED_PREFIX = "x2paddle_"          # X2Paddle names every variable x2paddle_<onnx name>
-ORT_MAX_ABS = 1e-4                 # relative to each output's largest |value| ([parity] import_max_abs; import_gate.py)
-ORT_MIN_COSINE = 0.9999            # [parity] import_min_cosine
 CHECK_DRAWS = 2                    # seeded random input sets run through both engines
 DYNAMIC_BATCH = 2                  # a dynamic first dimension is probed with 2, to catch baked-in batch sizes
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_]+")     # a valid identifier once X2Paddle prefixes it
@@ -421,7 +420,7 @@ def onnxruntime_run(onnx_path: Path, inputs: Mapping[str, np.ndarray], batch: in
 
 def check_against_onnxruntime(model: StaticModel, onnx_path: Path, draws: list[dict[str, np.ndarray]],
                               feed_map: Mapping[str, str], fetch_map: Mapping[str, str],
-                              limits: Tolerance = Tolerance(ORT_MAX_ABS, ORT_MIN_COSINE), probe: str = "random",
+                              limits: Tolerance = IMPORT_TOLERANCE, probe: str = "random",
                               refuse: bool = True) -> dict:
     """Figures per output: the Paddle model on the static executor vs ONNX Runtime on the source file, judged by
     import_gate (relative to each output's scale; cosine only where the signal stands above float noise).
@@ -480,7 +479,7 @@ def _require_tools() -> None:
 
 def import_onnx(onnx_path: Path, out_dir: Path, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
                 timeout: float = 600.0, *, probe_shapes: Mapping[str, tuple[int, ...]] | None = None,
-                seed: int = 0, limits: Tolerance = Tolerance(ORT_MAX_ABS, ORT_MIN_COSINE),
+                seed: int = 0, limits: Tolerance = IMPORT_TOLERANCE,
                 refuse: bool = True, width_free: tuple[str, int, int, tuple[int, int, int]] | None = None
                 ) -> tuple[StaticModel, dict]:
     """Convert `onnx_path` into `out_dir/model.pdmodel` + `model.pdiparams`, checked against ONNX Runtime.

@@ -30,13 +30,12 @@ from . import program as prog
 from .inference import merge_specs
 from .pir_translate import translate
 from .runner import StaticRunner
+from edgekit.model.passes import TOLERANCES
 
 log = logging.getLogger(__name__)
 
 PIR_NAMES = ("inference.json", "model.json")
 PIR_FILE_HINT = "pass the inference.json that paddle.jit.save wrote under Paddle 3"
-TRANSLATION_MAX_ABS = 1e-4     # relative to max(1, the output's largest |value|), like every transform's check
-EXPORT_MAX_ABS = 1e-4
 
 
 @dataclass(frozen=True)
@@ -77,11 +76,7 @@ def locate(model: Path, params: Path | None) -> PirSource:
         model = programs[0]
     _require_pir(model)
     if params is None:
-        sibling = model.with_suffix(".pdiparams")
-        params = sibling if sibling.is_file() else None
-        if params is None and _declares_parameters(model):
-            raise InputModelError(f"no {sibling.name} beside {model.name}",
-                                  "pass --params with the .pdiparams file saved with the program")
+        params = prog.sibling_params(model, _declares_parameters)
     elif not params.is_file():
         raise InputModelError(f"params file {params} does not exist", "pass --params with the .pdiparams saved with the program")
     return PirSource(model, params)
@@ -152,7 +147,7 @@ def reference(static: StaticModel, report: Mapping, inputs: Mapping[str, np.ndar
                      timeout=timeout + 2.0 * len(next(iter(inputs.values()))), what="the source program's inference")
     theirs = paddle3.load_outputs(Path(answer["outputs"]))
     scale = max(1.0, output_scale(theirs))
-    if not np.isfinite(answer["engine_max_abs"]) or answer["engine_max_abs"] > TRANSLATION_MAX_ABS * scale:
+    if not np.isfinite(answer["engine_max_abs"]) or answer["engine_max_abs"] > TOLERANCES["pir-translate"].max_abs * scale:
         raise InputModelError(f"Paddle 3's executor and Paddle Inference disagree on the source program by "
                               f"{answer['engine_max_abs']:.3g}", "the reference cannot be trusted: report the model")
     ours = StaticRunner(static).run(inputs)
@@ -161,14 +156,14 @@ def reference(static: StaticModel, report: Mapping, inputs: Mapping[str, np.ndar
     except ParityError as exc:
         raise InputModelError(f"the translated program does not match Paddle 3 on the source: {exc.message}",
                               "report the model: a PIR op was translated wrongly") from exc
-    if not np.isfinite(worst) or worst > TRANSLATION_MAX_ABS * scale:
+    if not np.isfinite(worst) or worst > TOLERANCES["pir-translate"].max_abs * scale:
         raise InputModelError(f"the translated program differs from Paddle 3's inference of the source by {worst:.3g} "
-                              f"(limit {TRANSLATION_MAX_ABS * scale:.3g})", "report the model: a PIR op was translated wrongly")
+                              f"(limit {TOLERANCES['pir-translate'].max_abs * scale:.3g})", "report the model: a PIR op was translated wrongly")
     count = int(len(next(iter(inputs.values()))))
     log.info("PIR translation check: legacy program (Paddle 2.6) vs Paddle %s on the source, max abs %.3g on %d samples",
              p3.version, worst, count)
     check = {"engine": f"legacy program on paddle.static.Executor (Paddle 2.6) vs Paddle {p3.version} on the source .json",
-             "max_abs": worst, "limit": TRANSLATION_MAX_ABS * scale, "samples": count,
+             "max_abs": worst, "limit": TOLERANCES["pir-translate"].max_abs * scale, "samples": count,
              "reference_engines": answer["engines"], "reference_engines_max_abs": answer["engine_max_abs"]}
     return theirs, ours, check
 
@@ -193,7 +188,7 @@ def export_paddle3_factory(cfg: ModelConfig, out_dir: Path, samples: Mapping[str
                                 cfg.inputs, timeout, origin="paddle3-dygraph")
     static_outs, _, check = reference(static, report, samples, out_dir / "export-check", timeout)
     worst = worst_max_abs(differences(dynamic, static_outs, [f"output {i}" for i in range(len(dynamic))]))
-    if not np.isfinite(worst) or worst > EXPORT_MAX_ABS * max(1.0, output_scale(dynamic)):
+    if not np.isfinite(worst) or worst > TOLERANCES["paddle3-export"].max_abs * max(1.0, output_scale(dynamic)):
         raise ExportError(f"Paddle 3's exported {cfg.factory} differs from the dynamic model by {worst:.3g}",
                           "check for layers that behave differently in eval mode or when traced")
     report["export_check"] = {"engine": f"Paddle {p3.version} static (PIR) vs dynamic graph", "max_abs": worst,

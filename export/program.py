@@ -58,11 +58,7 @@ def locate(model: Path, params: Path | None) -> tuple[Path, Path | None, bool]:
         if model_file.suffix == ".json" or is_pir_json(model_file):
             raise InputModelError(f"{model_file} is a Paddle 3 PIR program, which paddle_lite_opt cannot read", PIR_HINT)
         if params is None:
-            sibling = model_file.with_suffix(".pdiparams")
-            params = sibling if sibling.is_file() else None
-            if params is None and _has_parameters(model_file):
-                raise InputModelError(f"no {sibling.name} beside {model_file.name}",
-                                      "pass --params with the parameters file saved with the model")
+            params = sibling_params(model_file, _has_parameters)
     if params is not None and not params.is_file():
         raise InputModelError(f"params file {params} does not exist", "pass --params with the .pdiparams file saved with the model")
     return model_file, params, False
@@ -159,3 +155,15 @@ def save_edited(program, exe, out_dir: Path, feed_vars: list, fetch_vars: list):
     parsed = parse_program(out_dir / "model.pdmodel")
     feeds, fetches = feeds_and_fetches(parsed)
     return parsed, feeds, fetches
+
+
+def sibling_params(model_file: Path, has_parameters) -> Path | None:
+    """The `.pdiparams` saved beside a program (.pdmodel or PIR .json), None for a program without parameters; a
+    program that declares parameters but has no such file is refused."""
+    sibling = model_file.with_suffix(".pdiparams")
+    if sibling.is_file():
+        return sibling
+    if has_parameters(model_file):
+        raise InputModelError(f"no {sibling.name} beside {model_file.name}",
+                              "pass --params with the parameters file saved with the model")
+    return None

@@ -29,10 +29,10 @@ import logging
 import numpy as np
 
 from . import onnxrt
+from edgekit.model.passes import TOLERANCES
 
 log = logging.getLogger(__name__)
 
-SIMPLIFY_MAX_ABS = 1e-5            # times max(1, largest |output|): folding reorders float arithmetic only
 
 
 def simplify(model, draws: list[dict], source_name: str = "the model"):
@@ -70,7 +70,7 @@ def simplify(model, draws: list[dict], source_name: str = "the model"):
     return simplified, report
 
 
-def compare_outputs(source, other, draws: list[dict], limit: float = SIMPLIFY_MAX_ABS) -> dict:
+def compare_outputs(source, other, draws: list[dict], limit: float = TOLERANCES["simplify"].max_abs) -> dict:
     """ONNX Runtime (optimisations off) on both models: the graph outputs' max abs differences."""
     names = [o.name for o in source.graph.output]
     one = onnxrt.session(source.SerializeToString(), as_written=True)

@@ -39,13 +39,14 @@ import numpy as np
 from edgekit.model.artifacts import StaticModel
 from edgekit.core.errors import ConversionError, EdgekitError, EmulationUnavailable
 from edgekit.export import program as prog
+from edgekit.model.parity import OutputCheck, SameCheck
+from edgekit.model.passes import TOLERANCES
 
 log = logging.getLogger(__name__)
 
 NMS_OPS = ("multiclass_nms", "multiclass_nms2", "multiclass_nms3", "matrix_nms", "locality_aware_nms")
 PROBE_SAMPLES = 4               # the keep probe (opt, x86 twin, ARM under qemu)
 CUT_SAMPLES = 16                # the cut check (Paddle only: graph NMS vs the bundle's NMS)
-ROW_MAX_ABS = 1e-3              # boxes (pixels) and scores of one engine's rows against Paddle's
 CUT_MIN_MATCH = 99.0            # % of the graph's NMS rows the bundle's NMS must find (same class, IoU >= 0.99, score)
 CUT_IOU = 0.99
 CUT_SCORE = 1e-4
@@ -124,7 +125,7 @@ def split_rows(rows: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
     return [rows[a:b] for a, b in zip(edges[:-1], edges[1:])]
 
 
-def rows_agree(reference: Sequence[np.ndarray], test: Sequence[np.ndarray], max_abs: float = ROW_MAX_ABS) -> dict:
+def rows_agree(reference: Sequence[np.ndarray], test: Sequence[np.ndarray], max_abs: float = TOLERANCES["nms"].max_abs) -> dict:
     """Per-image rows of two engines, row by row: the same count and classes, values within `max_abs`."""
     worst, reason = 0.0, None
     for i, (ref, got) in enumerate(zip(reference, test)):
@@ -405,6 +406,26 @@ def decide(model: StaticModel, evaluation, places: str, work: Path, timeout: flo
     if math.isfinite(entry["cut"]["max_score_diff"]):
         entry["cut"]["max_score_diff"] = float(f"{entry['cut']['max_score_diff']:.3g}")
     return cut_model, cut_task, entry
+
+
+def as_check(entry: dict | None) -> SameCheck | None:
+    """`decide`'s verdict in the shape every transform's check has (the pass manager's): kept, the x86 twin's rows
+    against Paddle's (tier A of the probe); cut, the bundle's NMS on the cut graph against the op's rows (the share
+    of rows found as the cosine figure, the worst score difference as max abs). None without an NMS op."""
+    if entry is None:
+        return None
+    if entry["kept"]:
+        rows = entry["measured"].get("tier_a", {})
+        worst = float(rows.get("max_abs", math.nan))
+        return SameCheck("the NMS op kept: the x86 twin's rows vs Paddle's", int(entry["measured"].get("samples", 0)),
+                         (OutputCheck("rows", worst, 1.0 if rows.get("agree") else 0.0, TOLERANCES["nms"].max_abs,
+                                      bool(rows.get("agree", entry["choice"] == "keep"))),))
+    cut = entry.get("cut")
+    if cut is None:
+        return None
+    return SameCheck("the NMS op cut: the bundle's NMS vs the op's rows", int(cut["samples"]),
+                     (OutputCheck("rows", float(cut["max_score_diff"]), float(cut["match_percent"]) / 100.0, CUT_SCORE,
+                                  bool(cut["passed"])),))
 
 
 # ---------------------------------------------------------------- a kept graph's outputs in the tiers

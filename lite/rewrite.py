@@ -25,12 +25,13 @@ from edgekit.model.artifacts import StaticModel
 from edgekit.core.errors import ConversionError
 from edgekit.export import program as prog
 from edgekit.export.runner import StaticRunner
-from edgekit.model.parity import SameTolerance, check_same
+from edgekit.model.parity import check_same
+from edgekit.model.parity import SameCheck
+from edgekit.model.passes import TOLERANCES, Pass, PassResult, run_passes
 
-REWRITE_MAX_ABS = 1e-6
 
 
-def flatten_to_reshape(model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray]) -> tuple[StaticModel, dict | None]:
+def flatten_to_reshape(model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
     program = prog.parse_program(model.model_file)
     replaced = _each_op(program, lambda block, op: op.type == "flatten_contiguous_range", _replace_flatten)
     return _finish(program, model, out_dir, samples, replaced, "the flatten->reshape2 rewrite",
@@ -59,7 +60,7 @@ CONV_FUSED_ACTIVATIONS = ("relu", "relu6", "leaky_relu", "hard_swish", "hard_sig
 
 
 def scale_after_activation(model: StaticModel, out_dir: Path,
-                           samples: dict[str, np.ndarray]) -> tuple[StaticModel, dict | None]:
+                           samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
     """`act -> scale` becomes `act -> elementwise_mul/elementwise_add` by constants.
 
     opt 2.13rc0 fuses an activation into the conv before it, and then a following `scale`
@@ -134,16 +135,16 @@ def _each_op(program, matches, replace) -> int:
 
 
 def _finish(program, model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray], replaced: int, what: str,
-            record: dict) -> tuple[StaticModel, dict | None]:
+            record: dict) -> PassResult[StaticModel]:
     """Every rewrite ends the same way: nothing to do, or the program saved, checked, and what was done recorded."""
     if not replaced:
-        return model, None
-    rewritten, worst = _publish(program.desc.serialize_to_string(), prog.op_types(program), model, out_dir, samples, what)
-    return rewritten, dict(record, ops=replaced, max_abs=worst)
+        return PassResult(model)
+    rewritten, found = _publish(program.desc.serialize_to_string(), prog.op_types(program), model, out_dir, samples, what)
+    return PassResult(rewritten, found, dict(record, ops=replaced, max_abs=found.worst_max_abs))
 
 
 def _publish(data: bytes, op_types: tuple[str, ...], model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray],
-             what: str) -> tuple[StaticModel, float]:
+             what: str) -> tuple[StaticModel, SameCheck]:
     """The rewritten program beside a copy of the parameters, checked against the program as it was."""
     out_dir.mkdir(parents=True, exist_ok=True)
     target = out_dir / "model.pdmodel"
@@ -151,21 +152,13 @@ def _publish(data: bytes, op_types: tuple[str, ...], model: StaticModel, out_dir
     shutil.copyfile(model.params_file, out_dir / "model.pdiparams")
     rewritten = StaticModel(target, out_dir / "model.pdiparams", model.feeds, model.fetches, model.origin, op_types,
                             model.sources, model.check)
-    return rewritten, _check(model, rewritten, samples, what)
-
-
-def _check(model: StaticModel, rewritten: StaticModel, samples: dict[str, np.ndarray], what: str) -> float:
     before = StaticRunner(model).run(samples)
     after = StaticRunner(rewritten).run(samples)
-    found = check_same(before, after, model.fetches, SameTolerance(REWRITE_MAX_ABS, per_output=False), what)
-    if not found.passed:
-        raise ConversionError(f"{what} changed the outputs by {found.worst_max_abs:.3g}",
-                              "report the model with this message: it cannot be converted safely")
-    return found.worst_max_abs
+    return rewritten, check_same(before, after, model.fetches, TOLERANCES["lite-rewrite"], what)
 
 
 def constant_pad_value(model: StaticModel, out_dir: Path,
-                       samples: dict[str, np.ndarray]) -> tuple[StaticModel, dict | None]:
+                       samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
     """`pad3d(x, mode="constant", value=v)` becomes `pad3d(x - v, value=0) + v`.
 
     Paddle-Lite 2.13 pads with zeros whatever `value` says (x86 and ARM alike: a pad of 0.5 came
@@ -204,7 +197,7 @@ LITE_REQUIRED_ATTRS = {"relu6": ("threshold",), "swish": ("beta",), "hard_swish"
 
 
 def restore_attributes(model: StaticModel, out_dir: Path,
-                       samples: dict[str, np.ndarray]) -> tuple[StaticModel, dict | None]:
+                       samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
     """Write back, with Paddle's own defaults, the attributes Lite needs that the saved program lacks."""
     from paddle.base.proto import framework_pb2
 
@@ -223,17 +216,18 @@ def restore_attributes(model: StaticModel, out_dir: Path,
                     key = f"{raw_op.type}.{attr.name}"
                     restored[key] = restored.get(key, 0) + 1
     if not restored:
-        return model, None
-    rewritten, worst = _publish(raw.SerializeToString(), model.op_types, model, out_dir, samples, "restoring attributes")
-    return rewritten, {"rewrite": "attributes Lite requires restored with Paddle's defaults", "attributes": restored,
-                       "max_abs": worst, "reason": "Paddle 2.6 saves programs without them; opt 2.13rc0 aborts"}
+        return PassResult(model)
+    rewritten, found = _publish(raw.SerializeToString(), model.op_types, model, out_dir, samples, "restoring attributes")
+    return PassResult(rewritten, found, {"rewrite": "attributes Lite requires restored with Paddle's defaults",
+                                         "attributes": restored, "max_abs": found.worst_max_abs,
+                                         "reason": "Paddle 2.6 saves programs without them; opt 2.13rc0 aborts"})
 
 
 REDUCES = ("reduce_mean", "reduce_sum", "reduce_max", "reduce_min")
 
 
 def whole_tensor_reductions(model: StaticModel, out_dir: Path,
-                            samples: dict[str, np.ndarray]) -> tuple[StaticModel, dict | None]:
+                            samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
     """A reduction over every element becomes `reshape2(x, [1, -1])` reduced over axis 1.
 
     Lite 2.13's ARM `reduce_mean` with `reduce_all` returns a wrong value (measured: max abs 0.63 on a
@@ -280,7 +274,7 @@ def _replace_reduction(block, index: int, op) -> int:
 
 
 def zero_d_constants(model: StaticModel, out_dir: Path,
-                     samples: dict[str, np.ndarray]) -> tuple[StaticModel, dict | None]:
+                     samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
     """`fill_constant` with shape [] (Paddle 2.6 writes a Python float that way) becomes shape [1]: Lite 2.13 aborts
     on it (`FillConstantOp::InferShapeImpl: no valid out_shape`, SIGABRT, in the process that loads the .nb)."""
     program = prog.parse_program(model.model_file)
@@ -298,17 +292,20 @@ def zero_d_constants(model: StaticModel, out_dir: Path,
 
 
 def lite_safe(model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray], x86: bool) -> tuple[StaticModel, tuple[dict, ...]]:
-    """Every rewrite the program needs before opt: the attributes Lite requires, 0-D constants, whole-tensor
-    reductions, the pad value and the scale trap always, the flatten crash for x86 (the pad rewrite writes scales, so
-    the scale rewrite runs after it)."""
-    done = []
-    for name, rewrite_program, x86_only in REWRITES:
-        if x86_only and not x86:
-            continue
-        model, rewrite = rewrite_program(model, out_dir / name, samples)
-        if rewrite:
-            done.append(rewrite)
-    return model, tuple(done)
+    """Every rewrite the program needs before opt, as passes of the pass manager (each checked against its input):
+    the attributes Lite requires, 0-D constants, whole-tensor reductions, the pad value and the scale trap always, the
+    flatten crash for x86 (the pad rewrite writes scales, so the scale rewrite runs after it). Returns the program and
+    the record of each rewrite that changed it."""
+    passes = [rewrite_pass(name, rewrite_program, out_dir, samples)
+              for name, rewrite_program, x86_only in REWRITES if x86 or not x86_only]
+    model, records = run_passes(model, passes)
+    return model, tuple(r.facts for r in records if r.changed)
+
+
+def rewrite_pass(name: str, rewrite_program, out_dir: Path, samples: dict[str, np.ndarray]) -> Pass[StaticModel]:
+    """One rewrite as a pass: its work folder is `out_dir/name`; a failed check fails the conversion."""
+    return Pass("lite-rewrite", lambda m: rewrite_program(m, out_dir / name, samples), error=ConversionError,
+                hint="report the model with this message: it cannot be converted safely")
 
 
 # In order: (folder, rewrite, x86 only). The pad rewrite writes scales, so the scale rewrite comes after it.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from edgekit.model import parity
 
@@ -35,10 +35,13 @@ class PruneReport:
     checks: list[parity.Check] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def record_nb(self, key: str, header) -> None:
-        """One `.nb` in the size comparison, from its header (`edgekit.lite.read_header`)."""
-        self.nb_bytes[key] = header.file_bytes
-        self.nb_parts[key] = {"graph": header.program_bytes, "weights": header.params_bytes}
+    def with_nb(self, key: str, header) -> "PruneReport":
+        """The report with one more `.nb` in the size comparison, from its header (`edgekit.lite.read_header`)."""
+        return replace(self, nb_bytes={**self.nb_bytes, key: header.file_bytes},
+                       nb_parts={**self.nb_parts, key: {"graph": header.program_bytes, "weights": header.params_bytes}})
+
+    def with_metric(self, key: str, value: float) -> "PruneReport":
+        return replace(self, metric={**self.metric, key: value})
 
     @property
     def flops_reduction(self) -> float:

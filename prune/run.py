@@ -9,6 +9,7 @@ Written to a staging folder and renamed into place, like a bundle.
 
 from __future__ import annotations
 
+from dataclasses import replace
 import shutil
 from pathlib import Path
 
@@ -37,14 +38,16 @@ def prune_model(cfg: BuildConfig, prune_cfg: PruneConfig, work: Path) -> PrunedM
     return prune_inference_model(static, prune_cfg, work, evaluation_set(cfg, static.feeds))
 
 
-def measure_nb(pruned: PrunedModel, work: Path, timeout: float) -> None:
-    """The ARM fp32 .nb size before and after, into the report (opt runs in its child process)."""
+def measure_nb(pruned: PrunedModel, work: Path, timeout: float) -> PrunedModel:
+    """`pruned` with the ARM fp32 .nb size before and after in its report (opt runs in its child process)."""
     from edgekit.lite import convert, read_header
 
+    report = pruned.report
     for name, model in (("unpruned", pruned.unpruned), ("pruned", pruned.model)):
         if model is not None:
             lite = convert(model, "arm", work / f"{name}.nb", timeout=timeout, target="arm64", precision="fp32")
-            pruned.report.record_nb(name, read_header(lite.nb_file))
+            report = report.with_nb(name, read_header(lite.nb_file))
+    return replace(pruned, report=report)
 
 
 def prune_to_folder(cfg: BuildConfig, prune_cfg: PruneConfig) -> tuple[Path, PrunedModel]:
@@ -54,7 +57,7 @@ def prune_to_folder(cfg: BuildConfig, prune_cfg: PruneConfig) -> tuple[Path, Pru
     with atomic.staging_dir(cfg.out_dir, ".edgekit-prune-") as work:
         pruned = prune_model(cfg, prune_cfg, work)
         (work / "nb").mkdir()
-        measure_nb(pruned, work / "nb", cfg.tool_timeout)
+        pruned = measure_nb(pruned, work / "nb", cfg.tool_timeout)
         staging = work / "stage"
         staging.mkdir()
         for source, name in ((pruned.model.model_file, "model.pdmodel"), (pruned.model.params_file, "model.pdiparams")):

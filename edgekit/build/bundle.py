@@ -163,19 +163,24 @@ def load(path: Path) -> Bundle:
 
 def verify(bundle: Bundle) -> list[str]:
     """Problems with the bundle's files: links, missing, changed or unlisted. Empty when it verifies."""
-    present, odd = walk_files(bundle.path)
+    return file_problems(bundle.path, bundle.manifest["files"], {MANIFEST}, "manifest")
+
+
+def file_problems(folder: Path, listed: Mapping[str, Mapping], own: set[str], index: str) -> list[str]:
+    """`folder` against its file table (`listed`: relative path -> sha256 and bytes): links and special files,
+    missing files, changed ones, and files the table (`index`) does not list besides its `own` files."""
+    present, odd = walk_files(folder)
     problems = [f"{kind}: {rel}" for rel, kind in sorted(odd.items())]
-    listed = bundle.manifest["files"]
     for rel, meta in listed.items():
-        path = bundle.path / rel
+        path = folder / rel
         if rel in odd:
             continue
         if rel not in present:
             problems.append(f"missing: {rel}")
         elif path.stat().st_size != meta["bytes"] or sha256_file(path) != meta["sha256"]:
             problems.append(f"checksum mismatch: {rel}")
-    for rel in sorted(present - set(listed) - {MANIFEST}):
-        problems.append(f"not in manifest: {rel}")
+    for rel in sorted(present - set(listed) - own):
+        problems.append(f"not in {index}: {rel}")
     return problems
 
 

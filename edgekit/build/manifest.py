@@ -62,7 +62,9 @@ def build_manifest(rec: BuildRecord) -> dict:
         "commands": [{"equivalent": list(lm.argv), "ran": list(lm.process_argv), "inputs_sha256": lm.inputs_sha256,
                       "seconds": round(lm.seconds, 3), "output": _relative(lm, device)} for lm in (device, twin)],
         "stages_seconds": dict(rec.timings),
-        "fp32_program_from": list(rec.writers_of("static")),   # the stages that made `model.source_ops`' program
+        # the stages that made `model.source_ops`' program, the optimise stage with the passes that changed it
+        "fp32_program_from": [named for stage in rec.writers_of("static") if (named := _with_passes(stage, rec.passes))],
+        "passes": [r.to_json() for r in rec.passes],   # every optimise pass: changed, kept, its check
         "data": _data(rec),
         "parity": rec.report.to_json(),
         "emulation": rec.emulation,
@@ -132,6 +134,14 @@ def _quantization(rec: BuildRecord) -> dict:
         entry["search"] = rec.search.to_json()
         entry["data_checks"] = list(rec.data_warnings)
     return entry
+
+
+def _with_passes(stage: str, passes) -> str | None:
+    """A stage that wrote the program; the optimise stage with the passes that changed it, None when none did."""
+    if stage != "optimise":
+        return stage
+    changed = [r.name for r in passes if r.changed and r.kept]
+    return f"{stage} ({', '.join(changed)})" if changed else None
 
 
 def _folding(folding):

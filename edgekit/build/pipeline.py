@@ -10,8 +10,8 @@ declaration, keeps what it wrote, and times it. Adding a stage is one function p
 line in `STAGES`.
 
     model in (factory-inputs | load-exported | import-onnx | load-pir) -> read-data
-    -> export-factory | export-paddle3 -> paddle3-reference -> prune -> cross-check-reference -> bind-geometry -> nms-graph
-    -> fold-graph -> import-metric -> coverage -> quantize-int8 | simulate-weights -> convert-target -> convert-twin
+    -> export-factory | export-paddle3 -> paddle3-reference -> prune -> optimise (passes: engine, geometry, nms, fold)
+    -> import-metric -> coverage -> fp32-reference -> quantize-int8 | simulate-weights -> convert-target -> convert-twin
     -> tier-a -> tier-b -> tier-c -> gates -> unpruned-int8 -> prune-report -> write-bundle
 """
 
@@ -98,6 +98,12 @@ def _exported(cfg: BuildConfig) -> bool:
     return not _factory(cfg) and not _onnx(cfg) and not _pir(cfg)
 
 
+def _own_reference(cfg: BuildConfig) -> bool:
+    """The FP32 program is its own reference: not an ONNX import (ONNX Runtime's, import-metric) nor a Paddle 3
+    source (Paddle 3's own inference, paddle3-reference)."""
+    return not _onnx(cfg) and not _paddle3(cfg)
+
+
 def _pruning(cfg: BuildConfig) -> bool:
     return cfg.prune is not None
 
@@ -113,10 +119,6 @@ def _weights_rounded(cfg: BuildConfig) -> bool:
 
 def _simulated(cfg: BuildConfig) -> bool:
     return _int8(cfg) or _weights_rounded(cfg)
-
-
-def _folding(cfg: BuildConfig) -> bool:
-    return cfg.fold
 
 
 def _emulable(cfg: BuildConfig) -> bool:
@@ -137,12 +139,10 @@ STAGES: tuple[Stage, ...] = (
     Stage.of(stages.export_paddle3, _factory3),
     Stage.of(stages.paddle3_reference, _paddle3),
     Stage.of(stages.prune, _pruning),
-    Stage.of(stages.cross_check_reference, _exported),
-    Stage.of(stages.bind_geometry),
-    Stage.of(stages.nms_graph),
-    Stage.of(stages.fold_graph, _folding),
+    Stage.of(stages.optimise),
     Stage.of(stages.import_metric, _onnx),
     Stage.of(stages.coverage),
+    Stage.of(stages.fp32_reference, _own_reference),
     Stage.of(stages.quantize_int8, _int8),
     Stage.of(stages.simulate_weights, _weights_rounded),
     Stage.of(stages.convert_target),

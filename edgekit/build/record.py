@@ -26,6 +26,7 @@ from edgekit.model.data import Samples
 from edgekit.core.errors import EdgekitError
 from edgekit.model.evalset import EvalSet
 from edgekit.model.parity import ParityReport
+from edgekit.model.passes import PassRecord
 
 if TYPE_CHECKING:
     from edgekit.build.bundle import Bundle
@@ -64,7 +65,8 @@ class BuildRecord:
     evaluation: EvalSet | None = None            # evaluation samples (+ task and truth), cut to [parity] max_samples
     calibration: Samples | None = None
     pruned: PrunedModel | None = None
-    folding: Report | None = None                # what the fold stage folded, and its check (or why it was not used)
+    passes: tuple[PassRecord, ...] = ()          # the optimise stage's passes: what each changed and its check
+    folding: Report | None = None                # what the fold pass folded, and its check (or why it was not used)
     nms: Report | None = None                    # an NMS op in the graph: kept or cut off, and the measurements why
     geometry: Report | None = None               # PaddleDetection's im_shape/scale_factor inputs bound into the graph
     quantized: QuantizedModel | None = None      # the host's simulation of the reduced precision

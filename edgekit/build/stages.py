@@ -8,6 +8,7 @@ nothing here decides whether a stage runs.
 
 from __future__ import annotations
 
+from dataclasses import replace
 import logging
 import shutil
 from pathlib import Path
@@ -153,97 +154,32 @@ def prune(rec: StageView) -> StageView:
         pruned = prune_factory_model(cfg.model, cfg.prune, folder, evaluation, unpruned=rec.static)
     else:
         pruned = prune_inference_model(rec.static, cfg.prune, folder, evaluation)
-    measure_nb(pruned, _folder(rec, "prune/nb"), cfg.tool_timeout)
+    pruned = measure_nb(pruned, _folder(rec, "prune/nb"), cfg.tool_timeout)
     return rec.with_(static=pruned.model, pruned=pruned)
 
 
-@declares(reads=("static", "evaluation"), writes=("static",))
-def cross_check_reference(rec: StageView) -> StageView:
-    """A model given already exported: its reference engine must agree with Paddle Inference (IR passes off)."""
-    from edgekit.export import cross_check
-
-    return rec.with_(static=cross_check(rec.static, dict(rec.evaluation.samples.head(8).inputs)))
-
-
 @declares(reads=("static", "evaluation", "?calibration", "?paddle3", "?onnx_import"),
-          writes=("?static", "?feeds", "?evaluation", "?calibration", "?geometry"))
-def bind_geometry(rec: StageView) -> StageView:
-    """PaddleDetection's `im_shape`/`scale_factor` inputs written into the graph as the data fed them (the tensor's
-    own size, scale 1): boxes stay in model-input pixels and every later stage sees one image input
-    (export/geometry.py)."""
-    from edgekit.export import geometry
-    from edgekit.model.evalset import EvalSet
+          writes=("passes", "?static", "?feeds", "?evaluation", "?calibration", "?geometry", "?nms", "?folding"))
+def optimise(rec: StageView) -> StageView:
+    """The FP32 program's transforms as passes of the pass manager (edgekit/build/optimise.py), each checked against
+    its input: the reference engine cross-checked (an exported model), PaddleDetection's geometry inputs bound, an
+    NMS op kept or cut, the graph folded (`[build] fold`)."""
+    from edgekit.build import optimise as opt
+    from edgekit.model.passes import run_passes
 
-    names = geometry.bound_feeds(rec.static.feeds)
-    if not names:
-        return rec
-    if rec.paddle3 is not None or rec.onnx_import is not None:   # their references were taken with the inputs fed
-        why = "a Paddle 3 program" if rec.paddle3 is not None else "an ONNX import"
-        log.warning("%s of %s not bound into the graph: the bundle keeps them as inputs", ", ".join(names), why)
-        return rec.with_(geometry={"bound": None, "inputs": list(names),
-                                   "why": f"{why}: bound only in Paddle 2 programs (a factory or a .pdmodel) so far"})
-    layout = _layout(rec.cfg)
-    static, entry = geometry.bind(rec.static, names, rec.work / "geometry", dict(rec.evaluation.samples.head(8).inputs),
-                                  layout)
-    log.info("bound %s into the graph as %s", ", ".join(names), entry["bound"])
-    (image,) = [f.name for f in static.feeds]
-    if rec.calibration is not None:     # calibrated as the evaluation runs: with the values written in
-        geometry.check_fed(names, dict(rec.calibration.inputs), image, layout, "calibration")
-    evaluation = EvalSet(rec.evaluation.samples.without(names), rec.evaluation.task, rec.evaluation.truth)
-    calibration = rec.calibration.without(names) if rec.calibration is not None else None
-    return rec.with_(static=static, feeds=static.feeds, evaluation=evaluation, calibration=calibration,
-                     geometry=entry)
-
-
-@declares(reads=("static", "evaluation", "?paddle3"), writes=("?static", "?evaluation", "?nms"))
-def nms_graph(rec: StageView) -> StageView:
-    """An NMS op in the graph (PaddleDetection's multiclass_nms3 ...): kept only if Lite runs it on the target and x86
-    and tiers A and C agree with Paddle, else cut off before it, the task then doing NMS (lite/nms.py)."""
-    from edgekit.lite import nms
-
-    if not any(t in nms.NMS_OPS for t in rec.static.op_types):
-        return rec
-    from edgekit.model.evalset import EvalSet
-
-    if rec.paddle3 is not None:   # its reference outputs (Paddle 3's own rows) were taken before any cut
-        raise ConversionError("a Paddle 3 program with NMS inside the graph is not supported: its reference is taken "
-                              "from the whole graph", "export the model without NMS (boxes and scores as outputs)")
     cfg = rec.cfg
-    abi = TARGETS[cfg.target].emulation
-
-    def emulator():
-        from edgekit.verify.emulator import Emulator
-        from edgekit.core.errors import EmulationUnavailable
-
-        if not cfg.emulation.enabled or abi is None:
-            raise EmulationUnavailable("tier C is off for this build (--no-emulation or no ARM target)",
-                                       "build with an ARM runtime (EDGEKIT_LITE_ARM) to let tier C check the NMS op")
-        return Emulator.prepare(abi, cfg.emulation, cfg.tool_timeout)
-
-    static, task, entry = nms.decide(rec.static, rec.evaluation, TARGETS[cfg.target].opt_places, rec.work / "nms",
-                                     cfg.tool_timeout, emulator, cfg.model.nms)
-    evaluation = EvalSet(rec.evaluation.samples, task, rec.evaluation.truth)
-    return rec.with_(static=static, evaluation=evaluation, nms=entry)
-
-
-@declares(reads=("static", "evaluation"), writes=("?static", "folding"))
-def fold_graph(rec: StageView) -> StageView:
-    """Conv affine chains and decomposed activations folded (export/fold.py), used only if it computes the same."""
-    from edgekit.export import fold
-
-    found = fold.fold_program(rec.static, rec.work / "folded")
-    if found is None:
-        return rec.with_(folding={"applied": False, "reason": "nothing to fold"})
-    folded, report = found
-    report["check"] = fold.check(rec.static, folded, dict(rec.evaluation.samples.head(8).inputs))
-    if not report["check"]["passed"]:
-        bad = next(o for o in report["check"]["outputs"] if not o["passed"])
-        log.warning("the folded graph differs on %s (max abs %.3g, cosine %.8f): building the unfolded one",
-                    bad["output"], bad["max_abs"], bad["cosine"])
-        return rec.with_(folding=dict(report, applied=False, reason=f"check failed on {bad['output']}"))
-    log.info("folded %d conv chain(s), %s: %d -> %d ops", report["conv_chains_folded"], report["activations"],
-             report["ops"]["before"], report["ops"]["after"])
-    return rec.with_(static=folded, folding=dict(report, applied=True))
+    source = ("a Paddle 3 program" if rec.paddle3 is not None else "an ONNX import" if rec.onnx_import is not None
+              else None)
+    passes = ([opt.engine_pass()] if cfg.model.factory is None and source is None else []) + [
+        opt.geometry_pass(rec.work, cfg, source), opt.nms_pass(rec.work, cfg, rec.paddle3 is not None)]
+    if cfg.fold:
+        passes.append(opt.fold_pass(rec.work))
+    state, records = run_passes(opt.Prepared(rec.static, rec.evaluation, rec.calibration), passes)
+    done = {r.name: r for r in records}
+    geometry, nms = done["geometry"].facts, done["nms"].facts
+    return rec.with_(static=state.static, feeds=state.static.feeds, evaluation=state.evaluation,
+                     calibration=state.calibration, geometry=geometry, nms=nms, folding=opt.folding_entry(done.get("fold")),
+                     passes=records)
 
 
 @declares(reads=("static", "evaluation", "onnx_import"), writes=("onnx_import", "reference"))
@@ -279,8 +215,7 @@ def coverage(rec: StageView) -> StageView:
 
 # ---------------------------------------------------------------- precision
 
-@declares(reads=("static", "evaluation", "calibration", "?reference"),
-          writes=("quantized", "search", "reference", "data_warnings"))
+@declares(reads=("static", "evaluation", "calibration", "reference"), writes=("quantized", "search", "data_warnings"))
 def quantize_int8(rec: StageView) -> StageView:
     """PaddleSlim PTQ to the accuracy budget, scored in the task's metric; hands on the best found even on a miss
     (the tier-B gate, with the same budget, then fails the build with the whole table)."""
@@ -291,7 +226,7 @@ def quantize_int8(rec: StageView) -> StageView:
     cfg, q, evaluation = rec.cfg, rec.cfg.quant, rec.evaluation
     plan = SearchPlan(tiers.precision_budget(cfg, evaluation), q.search_algos or (q.algo,), q.fallback,
                       q.max_float_fraction, q.sensitivity_method, q.sensitivity_samples, q.analyse_layers)
-    judge = Evaluator.for_model(rec.static, evaluation, reference=rec.reference)   # import-metric's, for ONNX models
+    judge = Evaluator.for_model(rec.static, evaluation, reference=rec.reference)
     search = quantize_to_budget(rec.static, rec.calibration, evaluation.samples, q, plan, _folder(rec, "quant"),
                                 q.cache_dir, evaluator=judge)
     warnings = check_calibration(rec.calibration.inputs, evaluation.inputs if cfg.data.evaluation else None,
@@ -299,8 +234,7 @@ def quantize_int8(rec: StageView) -> StageView:
     for warning in warnings:
         log.warning("%s", warning)
     require_kernels(search.quantized.model, TARGETS[cfg.target].opt_places, cfg, f"the quantised model on {cfg.target.value}")
-    return rec.with_(quantized=search.quantized, search=search, reference=tuple(judge.reference),
-                     data_warnings=tuple(warnings))
+    return rec.with_(quantized=search.quantized, search=search, data_warnings=tuple(warnings))
 
 
 @declares(reads=("static",), writes=("quantized",))
@@ -338,12 +272,13 @@ def convert_target(rec: StageView) -> StageView:
         # threshold is restored); the x86 rewrite computes the same tensor, so a crash gets one more try with it
         if places == "x86" or "flatten_contiguous_range" not in model.op_types:
             raise
-        from edgekit.lite.rewrite import flatten_to_reshape
+        from edgekit.lite.rewrite import flatten_to_reshape, rewrite_pass
+        from edgekit.model.passes import run_passes
 
-        model, rewrite = flatten_to_reshape(model, rec.work / "rewrite-target-flatten", samples)
+        model, done = run_passes(model, [rewrite_pass("rewrite-target-flatten", flatten_to_reshape, rec.work, samples)])
         log.warning("paddle_lite_opt failed on flatten_contiguous_range for %s: retrying with it rewritten to reshape2",
                     places)
-        device = convert(model, rewrites + ((rewrite,) if rewrite else ()))
+        device = convert(model, rewrites + tuple(r.facts for r in done if r.changed))
     if info.opt_fp16:
         _require_fp16_kernels(device.nb_file)
     return rec.with_(device=device)
@@ -366,12 +301,18 @@ def convert_twin(rec: StageView) -> StageView:
 
 # ---------------------------------------------------------------- validation (tiers A, B and C)
 
-@declares(reads=("static", "evaluation", "twin", "?reference"), writes=("reference", "report"))
+@declares(reads=("static", "evaluation"), writes=("reference",))
+def fp32_reference(rec: StageView) -> StageView:
+    """The FP32 program's outputs on the evaluation set (paddle.static.Executor, checked against the dynamic model or
+    Paddle Inference): every tier's reference, for a model that is not judged against its source framework."""
+    return rec.with_(reference=tuple(tiers.reference_outputs(rec.static, rec.evaluation)))
+
+
+@declares(reads=("static", "evaluation", "twin", "reference"), writes=("report",))
 def tier_a(rec: StageView) -> StageView:
     from edgekit.lite.runtime import LiteRunner
 
-    evaluation = rec.evaluation
-    reference = rec.reference or tiers.reference_outputs(rec.static, evaluation)
+    evaluation, reference = rec.evaluation, rec.reference
     tiers.require_finite(rec.static, reference)
     twin = LiteRunner(rec.twin.nb_file, rec.static.feed_names).run(evaluation.inputs)
     report = tiers.start_report(rec.static, evaluation, reference)
@@ -379,7 +320,7 @@ def tier_a(rec: StageView) -> StageView:
     spec = rec.cfg.data.preprocess
     if spec is not None and spec.dynamic_width:
         report = tiers.tier_a_wide(report, rec.static, rec.twin.nb_file, evaluation, spec, rec.cfg.gates)
-    return rec.with_(reference=tuple(reference), report=report)
+    return rec.with_(report=report)
 
 
 @declares(reads=("report", "static", "quantized", "evaluation", "reference"), writes=("report", "simulated"))
@@ -430,25 +371,25 @@ def unpruned_int8(rec: StageView) -> StageView:
     return rec.with_(unpruned_int8=nb)
 
 
-@declares(reads=("pruned", "report", "device", "?unpruned_int8"), writes=())
+@declares(reads=("pruned", "report", "device", "?unpruned_int8"), writes=("pruned",))
 def prune_report(rec: StageView) -> StageView:
     """The pruning report's size and metric comparison: the bundle's .nb, and the unpruned model through the same
     int8 path (int8 builds)."""
     from edgekit import lite
 
-    cfg, report, pruned = rec.cfg, rec.report, rec.pruned
-    label = f"{metric_label(report.metric)} %"
-    if pruned.report.metric_name == label and f"{cfg.precision.value} simulated" in report.accuracy:
-        pruned.report.metric[f"{cfg.precision.value} simulated"] = report.accuracy[f"{cfg.precision.value} simulated"]
-    pruned.report.record_nb(f"bundle {cfg.target.value} {cfg.precision.value}", lite.read_header(rec.device.nb_file))
+    cfg, report, pruned = rec.cfg, rec.report, rec.pruned.report
+    simulated = f"{cfg.precision.value} simulated"
+    if pruned.metric_name == f"{metric_label(report.metric)} %" and simulated in report.accuracy:
+        pruned = pruned.with_metric(simulated, report.accuracy[simulated])
+    pruned = pruned.with_nb(f"bundle {cfg.target.value} {cfg.precision.value}", lite.read_header(rec.device.nb_file))
     if rec.unpruned_int8 is not None:
-        pruned.report.record_nb(f"unpruned {cfg.target.value} int8", lite.read_header(rec.unpruned_int8.nb_file))
-    (rec.staging / "prune.txt").write_text("\n".join(pruned.report.lines()) + "\n", encoding="utf-8")
-    return rec
+        pruned = pruned.with_nb(f"unpruned {cfg.target.value} int8", lite.read_header(rec.unpruned_int8.nb_file))
+    (rec.staging / "prune.txt").write_text("\n".join(pruned.lines()) + "\n", encoding="utf-8")
+    return rec.with_(pruned=replace(rec.pruned, report=pruned))
 
 
 @declares(reads=("static", "evaluation", "report", "device", "twin", "?data_warnings", "?onnx_import",
-                 "?paddle3", "?folding", "?nms", "?geometry", "?emulation", "?quantized", "?pruned", "?search", "?calibration",
+                 "?paddle3", "passes", "?folding", "?nms", "?geometry", "?emulation", "?quantized", "?pruned", "?search", "?calibration",
                  "?reference", "?simulated"),
           writes=("golden", "bundle"))
 def write_bundle(rec: StageView) -> StageView:

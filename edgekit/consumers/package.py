@@ -129,7 +129,7 @@ def _file_table(root: Path) -> dict:
 def verify_assets(folder: Path) -> list[str]:
     """The same checks an app's loader makes (minus the runtime version and the signature): problems, empty when it
     verifies."""
-    from edgekit.build.bundle import walk_files
+    from edgekit.build.bundle import file_problems
     from edgekit.contracts.bundle import check_file_table
 
     try:
@@ -140,19 +140,7 @@ def verify_assets(folder: Path) -> list[str]:
         check_file_table(index.get("files"), folder / INDEX)
     except BundleError as exc:
         return [f"{INDEX} unusable: {exc.message}"]
-    present, odd = walk_files(folder)
-    problems = [f"{kind}: {rel}" for rel, kind in sorted(odd.items())]
-    for rel, meta in index["files"].items():
-        path = folder / rel
-        if rel in odd:
-            continue
-        if rel not in present:
-            problems.append(f"missing: {rel}")
-        elif path.stat().st_size != meta["bytes"] or sha256_file(path) != meta["sha256"]:
-            problems.append(f"checksum mismatch: {rel}")
-    for rel in sorted(present - set(index["files"]) - {INDEX, SIGNATURE}):
-        problems.append(f"not in {INDEX}: {rel}")
-    return problems
+    return file_problems(folder, index["files"], {INDEX, SIGNATURE}, INDEX)
 
 
 # --- authenticity: an optional Ed25519 signature over assets.json (docs/security.md) --------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 from edgekit.contracts.preprocess import PreprocessSpec
 from edgekit.core.errors import ConfigError
 from edgekit.contracts.prune import PruneConfig
-from edgekit.core.tables import Precision, Target
+from edgekit.core.tables import IMPORT_MAX_ABS, IMPORT_MIN_COSINE, Precision, Target
 
 try:  # Python 3.11 has tomllib; 3.8-3.10 (the only ones Paddle-Lite supports) use tomli
     import tomllib  # type: ignore[import-not-found]
@@ -100,8 +100,8 @@ class QuantConfig:
 class ParityGates:
     twin_max_abs: float = 1e-4            # x86 twin vs reference, per output
     twin_min_cosine: float = 0.99999
-    import_max_abs: float = 1e-4          # X2Paddle's model vs ONNX Runtime: max abs / the output's largest |value| (export/import_gate.py)
-    import_min_cosine: float = 0.9999
+    import_max_abs: float = IMPORT_MAX_ABS      # X2Paddle's model vs ONNX Runtime: max abs / the output's largest |value| (export/import_gate.py)
+    import_min_cosine: float = IMPORT_MIN_COSINE
     import_max_metric_drop: float = 0.5   # with truth: task-metric points the imported model may read below ONNX Runtime
     int8_max_top1_drop: float = 1.0       # points of the task's primary metric (top-1, exact match, ...), with truth
     int8_min_cosine: float = 0.99         # when there are no labels

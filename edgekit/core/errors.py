@@ -21,6 +21,10 @@ class EdgekitError(Exception):
     def __str__(self) -> str:
         return self.message
 
+    def lines(self) -> list[str]:
+        """What a command prints on stderr for it: the message, and the fix when there is one."""
+        return [f"error: {self.message}"] + ([f"  fix: {self.hint}"] if self.hint else [])
+
 
 class ConfigError(EdgekitError):
     """Flags, edgekit.toml or environment values that cannot be used."""

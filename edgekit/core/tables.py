@@ -90,3 +90,9 @@ CPU_PROFILES: dict[str, CpuProfile] = {
     "a55": CpuProfile("0xd05", "max", "dotprod", ("aarch64",),
                       "Cortex-A55 (ARMv8.2 dot product): the sdot INT8 kernels of current phones"),
 }
+
+
+# The ONNX import's gate against ONNX Runtime: the defaults of [parity] import_max_abs (relative to each output's
+# largest |value|) and import_min_cosine, and of `edgekit import onnx --max-abs/--min-cosine`.
+IMPORT_MAX_ABS = 1e-4
+IMPORT_MIN_COSINE = 0.9999

@@ -243,7 +243,9 @@ def test_a_non_square_im_shape_is_written_as_two_columns(tmp_path):
                          tuple(fetches), "inference")
     x = np.random.default_rng(0).standard_normal((3, 3, 4, 6)).astype(np.float32)
     samples = {"image": x, "im_shape": np.float32([[4, 6]] * 3), "scale_factor": np.ones((3, 2), np.float32)}
-    bound, entry = geometry.bind(source, ["im_shape", "scale_factor"], tmp_path / "bound", samples)
+    found = geometry.bind(source, ["im_shape", "scale_factor"], tmp_path / "bound", samples)
+    bound, entry = found.model, found.facts
+    assert found.check.passed and found.check.what == "the geometry inputs bound into the graph"
     assert entry["bound"] == {"im_shape": [4.0, 6.0], "scale_factor": [1.0, 1.0]} and entry["tensor_size"] == [4, 6]
     assert [f.name for f in bound.feeds] == ["image"] and entry["check"]["max_abs"] == 0.0
     ops = [op.type for op in program.parse_program(bound.model_file).global_block().ops]

@@ -66,7 +66,10 @@ def test_every_stage_touched_only_what_it_declares(builds):
     m = manifest(builds[0] / "digits" / "arm64-int8")
     if m["emulation"]["ran"]:
         assert {"report", "device", "evaluation", "reference", "static"} <= seen["tier-c"]
-    assert m["fp32_program_from"] == ["export-factory", "fold-graph"] or m["fp32_program_from"] == ["export-factory"]
+    changed = [p["name"] for p in m["passes"] if p["changed"] and p["kept"]]
+    assert m["fp32_program_from"] == ["export-factory"] + ([f"optimise ({', '.join(changed)})"] if changed else [])
+    assert [p["name"] for p in m["passes"]] == ["geometry", "nms", "fold"]        # no engine pass: a factory model
+    assert all(p["check"] is None or p["check"]["passed"] for p in m["passes"])
 
 
 def test_int8_is_smaller_than_fp32(builds):

@@ -62,7 +62,7 @@ def test_chains_and_activations_fold_and_compute_the_same(tmp_path):
     assert report["ops"]["after"] < report["ops"]["before"]
     x = np.random.default_rng(1).standard_normal((4, 3, 16, 16)).astype(np.float32)
     check = fold.check(model, folded, {"x": x})
-    assert check["passed"] and check["outputs"][0]["max_abs"] < 1e-5
+    assert check.passed and check.outputs[0].max_abs < 1e-5 and check.what == "folded vs unfolded"
     assert folded.fetches == model.fetches                # one save_infer_model scale per fetch, as before
 
 

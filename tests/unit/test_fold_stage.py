@@ -1,14 +1,16 @@
-"""The fold stage's decision: a folded graph is used only when its check passes (pure logic, fakes)."""
+"""The fold pass's decision: a folded graph is used only when its check passes (pure logic, fakes)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from edgekit.build import stages
+from edgekit.build import optimise
 from edgekit.export import fold
+from edgekit.model.parity import OutputCheck, SameCheck
+from edgekit.model.passes import run_passes
 
 
 @dataclass(frozen=True)
@@ -22,42 +24,42 @@ class _Eval:
     samples: _Samples = _Samples()
 
 
-@dataclass(frozen=True)
-class _Rec:
-    static: str = "unfolded"
-    work: Path = Path("/nonexistent")
-    evaluation: _Eval = _Eval()
-    folding: dict | None = None
-
-    def with_(self, **changes):
-        return replace(self, **changes)
+def _state():
+    return optimise.Prepared("unfolded", _Eval(), None)
 
 
-def _check(passed: bool):
-    return {"samples": 8, "passed": passed,
-            "outputs": [{"output": "y", "max_abs": 0.0 if passed else 0.5, "cosine": 1.0 if passed else 0.9,
-                         "max_abs_limit": 1e-4, "passed": passed}]}
+def _check(passed: bool) -> SameCheck:
+    return SameCheck("folded vs unfolded", 8, (OutputCheck("y", 0.0 if passed else 0.5, 1.0 if passed else 0.9, 1e-4,
+                                                           passed),))
 
 
 def _report():
     return {"conv_chains_folded": 2, "activations": {"hard_swish": 1}, "ops": {"before": 10, "after": 6}}
 
 
+def _fold(monkeypatch, found, passed=True):
+    monkeypatch.setattr(fold, "fold_program", lambda model, out: found)
+    monkeypatch.setattr(fold, "check", lambda model, folded, samples: _check(passed))
+    state, (record,) = run_passes(_state(), [optimise.fold_pass(Path("/nonexistent"))])
+    return state, optimise.folding_entry(record)
+
+
 def test_a_folded_graph_that_computes_the_same_replaces_the_model(monkeypatch):
-    monkeypatch.setattr(fold, "fold_program", lambda model, out: ("folded", _report()))
-    monkeypatch.setattr(fold, "check", lambda model, folded, samples: _check(True))
-    rec = stages.fold_graph(_Rec())
-    assert rec.static == "folded" and rec.folding["applied"] is True and rec.folding["check"]["passed"]
+    state, entry = _fold(monkeypatch, ("folded", _report()))
+    assert state.static == "folded" and entry["applied"] is True and entry["check"]["passed"]
+    assert entry["conv_chains_folded"] == 2
 
 
 def test_a_folded_graph_that_differs_is_not_used_and_the_record_says_why(monkeypatch):
-    monkeypatch.setattr(fold, "fold_program", lambda model, out: ("folded", _report()))
-    monkeypatch.setattr(fold, "check", lambda model, folded, samples: _check(False))
-    rec = stages.fold_graph(_Rec())
-    assert rec.static == "unfolded" and rec.folding["applied"] is False and "check failed on y" in rec.folding["reason"]
+    state, entry = _fold(monkeypatch, ("folded", _report()), passed=False)
+    assert state.static == "unfolded" and entry["applied"] is False and "check failed on y" in entry["reason"]
+    assert entry["check"]["outputs"][0]["max_abs"] == 0.5
 
 
 def test_nothing_to_fold(monkeypatch):
-    monkeypatch.setattr(fold, "fold_program", lambda model, out: None)
-    rec = stages.fold_graph(_Rec())
-    assert rec.static == "unfolded" and rec.folding == {"applied": False, "reason": "nothing to fold"}
+    state, entry = _fold(monkeypatch, None)
+    assert state.static == "unfolded" and entry == {"applied": False, "reason": "nothing to fold"}
+
+
+def test_folding_off_records_nothing():
+    assert optimise.folding_entry(None) is None

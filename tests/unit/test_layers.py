@@ -146,3 +146,19 @@ def test_no_module_uses_another_modules_private_names():
 def test_the_layers_cover_every_package():
     for module in MODULES:
         layer_of(module)
+
+
+def test_the_architecture_page_maps_every_folder_to_its_layer():
+    """docs/architecture.md's layout table names every package folder, in the layer LAYERS gives it."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[1].startswith("`") and cells[0].isdigit():
+            rows[cells[1].strip("`")] = int(cells[0])
+    folders = {f"edgekit/{p.name}/" for p in (ROOT / "edgekit").iterdir() if (p / "__init__.py").is_file()}
+    folders |= {f"{name}/" for name in ("export", "lite", "quantize", "prune")}
+    assert folders | {"edgekit/cli.py"} == set(rows), sorted(folders ^ set(rows))
+    for folder, layer in rows.items():
+        module = "edgekit." + folder.removeprefix("edgekit/").strip("/").removesuffix(".py").replace("/", ".")
+        assert layer_of(module) == layer, (folder, layer, layer_of(module))

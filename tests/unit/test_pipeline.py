@@ -26,10 +26,8 @@ def _names(cfg: BuildConfig) -> list[str]:
 
 
 def test_a_factory_fp32_build_for_arm64_runs_these_stages_in_this_order():
-    assert _names(_cfg()) == ["factory-inputs", "read-data", "export-factory", "bind-geometry", "nms-graph",
-                              "fold-graph", "coverage", "convert-target", "convert-twin", "tier-a", "tier-c", "gates",
-                              "write-bundle"]
-    assert "fold-graph" not in _names(_cfg(fold=False))
+    assert _names(_cfg()) == ["factory-inputs", "read-data", "export-factory", "optimise", "coverage", "fp32-reference",
+                              "convert-target", "convert-twin", "tier-a", "tier-c", "gates", "write-bundle"]
 
 
 def test_stages_are_chosen_by_declaration():
@@ -39,9 +37,10 @@ def test_stages_are_chosen_by_declaration():
     assert "simulate-weights" in weight and "tier-b" in weight and "quantize-int8" not in weight
     assert "tier-c" not in _names(_cfg(target=Target.x86))
     exported = _names(_cfg(model=ModelConfig(name="m", model_file=Path("/m/model.pdmodel"))))
-    assert exported[:3] == ["load-exported", "read-data", "cross-check-reference"] and "export-factory" not in exported
+    assert exported[:3] == ["load-exported", "read-data", "optimise"] and "export-factory" not in exported
     onnx = _names(_cfg(model=ModelConfig(name="m", model_file=Path("/m/model.onnx"))))
-    assert onnx[:2] == ["import-onnx", "read-data"] and "cross-check-reference" not in onnx
+    assert onnx[:3] == ["import-onnx", "read-data", "optimise"] and onnx[3] == "import-metric"
+    assert "fp32-reference" not in onnx and "fp32-reference" in exported     # ONNX Runtime's outputs are the reference
 
 
 def test_every_declared_configuration_has_a_valid_order():
@@ -168,3 +167,16 @@ def test_a_declaration_naming_no_record_field_is_refused():
 
     with pytest.raises(StageOrderError, match="stattic"):
         declares(reads=("stattic",), writes=())
+
+
+def test_the_architecture_pages_stage_table_is_what_stages_declares():
+    names = {s.name for s in STAGES}
+    rows = {}
+    for line in (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].strip("`") in names:
+            rows[cells[0].strip("`")] = tuple({x.strip() for x in cell.split(",") if x.strip()} for cell in cells[2:])
+    assert set(rows) == names
+    for stage in STAGES:
+        reads, writes = stage.run.declared
+        assert rows[stage.name] == (set(reads.names), set(writes.names)), stage.name

@@ -10,6 +10,7 @@ tight box and class, and a per-pixel class mask (0 = background, 1 + class).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -104,3 +105,17 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> float:
     ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
     iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
     return ix * iy / min((a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1]))
+
+
+def train_main(description: str, steps: int, write_data, train, data: Path) -> None:
+    """The examples' training scripts: `--steps N`, the data written to `data`, then the training on CPU."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--steps", type=int, default=steps)
+    args = parser.parse_args()
+    import paddle
+
+    paddle.set_device("cpu")
+    write_data(data)
+    train(args.steps)

@@ -17,7 +17,6 @@ Losses: sigmoid focal loss on the class maps, distribution-focal loss plus GIoU 
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -205,14 +204,7 @@ def train(steps: int, batch: int = 32) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=900)
-    args = parser.parse_args()
-    import paddle
-
-    paddle.set_device("cpu")
-    write_data(HERE / "data")
-    train(args.steps)
+    scenes.train_main(__doc__.split("\n")[0], 900, write_data, train, HERE / "data")
 
 
 if __name__ == "__main__":

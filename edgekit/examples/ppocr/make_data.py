@@ -214,7 +214,7 @@ def main(argv: list[str]) -> int:
     try:
         written = make_data(args.out.expanduser().absolute(), args.seed, counts)
     except EdgekitError as error:
-        print(f"error: {error.message}\n  fix: {error.hint}", file=sys.stderr)
+        print("\n".join(error.lines()), file=sys.stderr)
         return error.exit_code
     print(json.dumps({"out": str(args.out), "files": written}, indent=2))
     return 0

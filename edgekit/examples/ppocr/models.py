@@ -81,7 +81,7 @@ def main(argv: list[str]) -> int:
         else:
             print(json.dumps({role: str(model_path(role)) for role in MODELS}, indent=2))
     except EdgekitError as error:
-        print(f"error: {error.message}\n  fix: {error.hint}", file=sys.stderr)
+        print("\n".join(error.lines()), file=sys.stderr)
         return error.exit_code
     return 0
 

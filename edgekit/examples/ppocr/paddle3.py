@@ -85,7 +85,7 @@ def main(argv: list[str]) -> int:
         for role, folder in make(args.out, args.roles or ["det", "rec", "cls"]).items():
             print(f"{role}: {folder}")
     except EdgekitError as error:
-        print(f"error: {error.message}\n  fix: {error.hint}", file=sys.stderr)
+        print("\n".join(error.lines()), file=sys.stderr)
         return error.exit_code
     return 0
 

@@ -11,7 +11,6 @@ Writes, next to this file: `segmenter.pdparams`, `data/labels.txt`, `data/calib/
 
 from __future__ import annotations
 
-import argparse
 import time
 from pathlib import Path
 
@@ -115,14 +114,7 @@ def train(steps: int, batch: int = 32) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=600)
-    args = parser.parse_args()
-    import paddle
-
-    paddle.set_device("cpu")
-    write_data(HERE / "data")
-    train(args.steps)
+    scenes.train_main(__doc__.split("\n")[0], 600, write_data, train, HERE / "data")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,137 @@
+"""The `optimise` stage's passes: the FP32 program's model-to-model transforms, run by the pass manager
+(edgekit/model/passes.py) over the program and the data that goes with it.
+
+    engine    an exported model: its reference engine agrees with Paddle Inference (export/inference.py)
+    geometry  PaddleDetection's im_shape/scale_factor inputs written into the graph (export/geometry.py)
+    nms       an NMS op in the graph kept, or cut before it for the bundle's NMS (lite/nms.py)
+    fold      conv affine chains and decomposed activations folded, used only if it computes the same (export/fold.py)
+
+Each pass returns the program, its check against its input, and what the manifest records; the stage turns the
+records into the build record's `geometry`, `nms` and `folding` entries and keeps them all in `passes`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from edgekit.contracts.settings import BuildConfig
+from edgekit.core.errors import ConversionError
+from edgekit.core.tables import TARGETS
+from edgekit.model.artifacts import StaticModel
+from edgekit.model.data import Samples
+from edgekit.model.evalset import EvalSet
+from edgekit.model.passes import Pass, PassRecord, PassResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The program and the data that goes with it, as the optimise passes hand them on."""
+
+    static: StaticModel
+    evaluation: EvalSet
+    calibration: Samples | None
+
+    def probe(self, count: int = 8) -> dict:
+        return dict(self.evaluation.samples.head(count).inputs)
+
+
+def layout(cfg: BuildConfig) -> str:
+    return cfg.data.preprocess.layout if cfg.data.preprocess is not None else "NCHW"
+
+
+def engine_pass() -> Pass[Prepared]:
+    from edgekit.export.inference import ENGINE_REFUSAL, cross_check
+
+    def run(p: Prepared) -> PassResult[Prepared]:
+        found = cross_check(p.static, p.probe())
+        return PassResult(replace(p, static=found.model), found.check)
+
+    error, hint = ENGINE_REFUSAL
+    return Pass("engine", run, error=error, hint=hint)
+
+
+def geometry_pass(work: Path, cfg: BuildConfig, source: str | None) -> Pass[Prepared]:
+    """`source`: "a Paddle 3 program" or "an ONNX import" (their references were taken with the inputs fed: the
+    inputs stay), None for a Paddle 2 program."""
+    from edgekit.export import geometry
+
+    def run(p: Prepared) -> PassResult[Prepared]:
+        names = geometry.bound_feeds(p.static.feeds)
+        if not names:
+            return PassResult(p)
+        if source is not None:
+            log.warning("%s of %s not bound into the graph: the bundle keeps them as inputs", ", ".join(names), source)
+            return PassResult(p, None, {"bound": None, "inputs": list(names),
+                                        "why": f"{source}: bound only in Paddle 2 programs (a factory or a .pdmodel) so far"})
+        found = geometry.bind(p.static, names, work / "geometry", p.probe(), layout(cfg))
+        log.info("bound %s into the graph as %s", ", ".join(names), found.facts["bound"])
+        (image,) = [f.name for f in found.model.feeds]
+        if p.calibration is not None:     # calibrated as the evaluation runs: with the values written in
+            geometry.check_fed(names, dict(p.calibration.inputs), image, layout(cfg), "calibration")
+        evaluation = EvalSet(p.evaluation.samples.without(names), p.evaluation.task, p.evaluation.truth)
+        calibration = p.calibration.without(names) if p.calibration is not None else None
+        return PassResult(Prepared(found.model, evaluation, calibration), found.check, found.facts)
+
+    return Pass("geometry", run, error=ConversionError,
+                hint="report the model with this message: it cannot be bound safely")
+
+
+def nms_pass(work: Path, cfg: BuildConfig, paddle3: bool) -> Pass[Prepared]:
+    from edgekit.lite import nms
+
+    abi = TARGETS[cfg.target].emulation
+
+    def emulator():
+        from edgekit.core.errors import EmulationUnavailable
+        from edgekit.verify.emulator import Emulator
+
+        if not cfg.emulation.enabled or abi is None:
+            raise EmulationUnavailable("tier C is off for this build (--no-emulation or no ARM target)",
+                                       "build with an ARM runtime (EDGEKIT_LITE_ARM) to let tier C check the NMS op")
+        return Emulator.prepare(abi, cfg.emulation, cfg.tool_timeout)
+
+    def run(p: Prepared) -> PassResult[Prepared]:
+        if not any(t in nms.NMS_OPS for t in p.static.op_types):
+            return PassResult(p)
+        if paddle3:   # its reference outputs (Paddle 3's own rows) were taken before any cut
+            raise ConversionError("a Paddle 3 program with NMS inside the graph is not supported: its reference is "
+                                  "taken from the whole graph", "export the model without NMS (boxes and scores as outputs)")
+        static, task, entry = nms.decide(p.static, p.evaluation, TARGETS[cfg.target].opt_places, work / "nms",
+                                         cfg.tool_timeout, emulator, cfg.model.nms)
+        evaluation = EvalSet(p.evaluation.samples, task, p.evaluation.truth)
+        return PassResult(Prepared(static, evaluation, p.calibration), nms.as_check(entry), entry)
+
+    return Pass("nms", run, error=ConversionError)
+
+
+def fold_pass(work: Path) -> Pass[Prepared]:
+    from edgekit.export import fold
+
+    def run(p: Prepared) -> PassResult[Prepared]:
+        found = fold.fold_program(p.static, work / "folded")
+        if found is None:
+            return PassResult(p)
+        folded, report = found
+        check = fold.check(p.static, folded, p.probe())
+        if check.passed:
+            log.info("folded %d conv chain(s), %s: %d -> %d ops", report["conv_chains_folded"], report["activations"],
+                     report["ops"]["before"], report["ops"]["after"])
+        return PassResult(replace(p, static=folded), check, report)
+
+    return Pass("fold", run, optional=True)
+
+
+def folding_entry(record: PassRecord | None) -> dict | None:
+    """The manifest's `folding` entry from the fold pass's record (None: folding is off for this build)."""
+    if record is None:
+        return None
+    if not record.changed:
+        return {"applied": False, "reason": "nothing to fold"}
+    entry = dict(record.facts or {}, check=record.check.to_json())
+    if record.kept:
+        return dict(entry, applied=True)
+    return dict(entry, applied=False, reason=f"check failed on {record.check.failure.output}")
