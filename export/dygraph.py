@@ -16,7 +16,7 @@ from edgekit.core.imports import import_callable
 
 from . import program as prog
 from .runner import StaticRunner
-from edgekit.model.passes import TOLERANCES
+from edgekit.model.passes import TOLERANCES, judge
 
 log = logging.getLogger(__name__)
 
@@ -160,10 +160,8 @@ def export_layer(layer, inputs: Sequence[InputSpec], out_dir: Path, samples: Map
     except ParityError as exc:
         raise ExportError(f"the exported {what} does not match the dynamic model: {exc.message}",
                           "return the same tensors from forward() in eval mode as when traced") from exc
+    judge(model, "export", found, error=ExportError, hint="check for layers that behave differently in eval mode or when traced")
     worst = found.worst_max_abs
-    if not found.passed:
-        raise ExportError(f"the exported {what} differs from the dynamic model by {worst:.3g} (limit {TOLERANCES['export'].max_abs:g})",
-                          "check for layers that behave differently in eval mode or when traced")
     count = int(len(next(iter(samples.values()))))
     log.info("export check (%s): static vs dynamic max abs %.3g on %d samples", what, worst, count)
     return StaticModel(model.model_file, model.params_file, model.feeds, model.fetches, "dygraph", model.op_types, sources,

@@ -23,14 +23,14 @@ from edgekit.core import limits
 from edgekit.model.artifacts import StaticModel, sha256_file
 from edgekit.contracts.settings import InputSpec, ModelConfig
 from edgekit.core.errors import ExportError, InputModelError, ParityError
-from edgekit.model.parity import differences, output_scale, worst_max_abs
+from edgekit.model.parity import check_same, output_scale
 
 from . import paddle3
 from . import program as prog
 from .inference import merge_specs
 from .pir_translate import translate
 from .runner import StaticRunner
-from edgekit.model.passes import TOLERANCES
+from edgekit.model.passes import TOLERANCES, judge
 
 log = logging.getLogger(__name__)
 
@@ -152,13 +152,13 @@ def reference(static: StaticModel, report: Mapping, inputs: Mapping[str, np.ndar
                               f"{answer['engine_max_abs']:.3g}", "the reference cannot be trusted: report the model")
     ours = StaticRunner(static).run(inputs)
     try:
-        worst = worst_max_abs(differences(theirs, ours, static.fetches))
+        found = check_same(theirs, ours, static.fetches, TOLERANCES["pir-translate"],
+                           f"the translated program (Paddle 2.6) vs Paddle {p3.version} on the source")
     except ParityError as exc:
         raise InputModelError(f"the translated program does not match Paddle 3 on the source: {exc.message}",
                               "report the model: a PIR op was translated wrongly") from exc
-    if not np.isfinite(worst) or worst > TOLERANCES["pir-translate"].max_abs * scale:
-        raise InputModelError(f"the translated program differs from Paddle 3's inference of the source by {worst:.3g} "
-                              f"(limit {TOLERANCES['pir-translate'].max_abs * scale:.3g})", "report the model: a PIR op was translated wrongly")
+    judge(static, "pir-translate", found, error=InputModelError, hint="report the model: a PIR op was translated wrongly")
+    worst = found.worst_max_abs
     count = int(len(next(iter(inputs.values()))))
     log.info("PIR translation check: legacy program (Paddle 2.6) vs Paddle %s on the source, max abs %.3g on %d samples",
              p3.version, worst, count)
@@ -187,10 +187,11 @@ def export_paddle3_factory(cfg: ModelConfig, out_dir: Path, samples: Mapping[str
     static, report = _translate(p3, PirSource(exported / "model.json", exported / "model.pdiparams"), out_dir / "translated",
                                 cfg.inputs, timeout, origin="paddle3-dygraph")
     static_outs, _, check = reference(static, report, samples, out_dir / "export-check", timeout)
-    worst = worst_max_abs(differences(dynamic, static_outs, [f"output {i}" for i in range(len(dynamic))]))
-    if not np.isfinite(worst) or worst > TOLERANCES["paddle3-export"].max_abs * max(1.0, output_scale(dynamic)):
-        raise ExportError(f"Paddle 3's exported {cfg.factory} differs from the dynamic model by {worst:.3g}",
-                          "check for layers that behave differently in eval mode or when traced")
+    found = check_same(dynamic, static_outs, [f"output {i}" for i in range(len(dynamic))], TOLERANCES["paddle3-export"],
+                       f"Paddle 3's export of {cfg.factory} vs its dynamic graph")
+    judge(static, "paddle3-export", found, error=ExportError,
+          hint="check for layers that behave differently in eval mode or when traced")
+    worst = found.worst_max_abs
     report["export_check"] = {"engine": f"Paddle {p3.version} static (PIR) vs dynamic graph", "max_abs": worst,
                               "samples": check["samples"]}
     report["factory"] = cfg.factory

@@ -29,7 +29,8 @@ import logging
 import numpy as np
 
 from . import onnxrt
-from edgekit.model.passes import TOLERANCES
+from edgekit.model.parity import SameCheck
+from edgekit.model.passes import TOLERANCES, flat_check, judge
 
 log = logging.getLogger(__name__)
 
@@ -60,29 +61,26 @@ def simplify(model, draws: list[dict], source_name: str = "the model"):
         reason = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
         log.info("onnxsim's result for %s is not usable (%s): converting the model as it is", source_name, reason)
         return model, {"applied": False, "reason": reason, "tool": f"onnxsim {onnxsim.__version__}"}
-    if not check["passed"]:
-        name, bad = next((n, o) for n, o in check["outputs"].items() if not o["passed"])
-        reason = f"it changed output {name!r} by {bad['max_abs']:.3g} (limit {bad['limit']:.3g}) in ONNX Runtime"
-        log.warning("onnx-simplifier's result for %s is dropped: %s", source_name, reason)
-        return model, {"applied": False, "reason": reason, "tool": f"onnxsim {onnxsim.__version__}", "check": check}
+    figures = {"draws": check.samples, "passed": check.passed,
+               "outputs": {o.output: {"max_abs": o.max_abs, "limit": o.max_abs_limit, "passed": o.passed}
+                           for o in check.outputs}}
+    if not judge(model, "simplify", check, optional=True).kept:
+        bad = check.failure
+        reason = f"it changed output {bad.output!r} by {bad.max_abs:.3g} (limit {bad.max_abs_limit:.3g}) in ONNX Runtime"
+        return model, {"applied": False, "reason": reason, "tool": f"onnxsim {onnxsim.__version__}", "check": figures}
     report = {"applied": True, "tool": f"onnxsim {onnxsim.__version__}", "nodes": {"before": before,
-              "after": len(simplified.graph.node)}, "check": check}
+              "after": len(simplified.graph.node)}, "check": figures}
     return simplified, report
 
 
-def compare_outputs(source, other, draws: list[dict], limit: float = TOLERANCES["simplify"].max_abs) -> dict:
-    """ONNX Runtime (optimisations off) on both models: the graph outputs' max abs differences."""
+def compare_outputs(source, other, draws: list[dict]) -> SameCheck:
+    """ONNX Runtime (optimisations off) on both models: the graph outputs, judged by TOLERANCES["simplify"]."""
     names = [o.name for o in source.graph.output]
     one = onnxrt.session(source.SerializeToString(), as_written=True)
     two = onnxrt.session(other.SerializeToString(), as_written=True)
-    outputs = {}
-    for i, name in enumerate(names):
-        ref = np.concatenate([np.asarray(one.run(names, d)[i], np.float64).ravel() for d in draws])
-        got = np.concatenate([np.asarray(two.run(names, d)[i], np.float64).ravel() for d in draws])
-        max_abs = float(np.max(np.abs(ref - got))) if ref.size else 0.0
-        bound = limit * max(1.0, float(np.max(np.abs(ref))) if ref.size else 0.0)
-        outputs[name] = {"max_abs": max_abs, "limit": bound, "passed": bool(max_abs <= bound)}
-    return {"draws": len(draws), "outputs": outputs, "passed": all(o["passed"] for o in outputs.values())}
+    ref = {n: np.concatenate([np.asarray(one.run(names, d)[i], np.float64).ravel() for d in draws]) for i, n in enumerate(names)}
+    got = {n: np.concatenate([np.asarray(two.run(names, d)[i], np.float64).ravel() for d in draws]) for i, n in enumerate(names)}
+    return flat_check(ref, got, TOLERANCES["simplify"], "onnx-simplifier's model vs the source (ONNX Runtime)", len(draws))
 
 
 # --- axes X2Paddle's shape inference can read (used by legalize.REWRITES) ---------------------------

@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from edgekit.core.errors import InputModelError
-from edgekit.model.passes import TOLERANCES
+from edgekit.model.passes import TOLERANCES, flat_check, judge
 
 
 
@@ -141,8 +141,11 @@ def _drop_dead(graph) -> int:
 
 
 def _check(source, rewritten, input_name: str, checks: Sequence[tuple[int, int]], draw, where: str) -> float:
+    """The rewritten model against the source in ONNX Runtime at every (batch, width) of `checks`, judged by the pass
+    manager (TOLERANCES["width-free"]); the worst max abs."""
     reference, ours = _session(source.SerializeToString(), where), _session(rewritten.SerializeToString(), where)
-    worst = 0.0
+    before: dict[str, list[np.ndarray]] = {}
+    after: dict[str, list[np.ndarray]] = {}
     for batch, width in checks:
         feed = draw(batch, width)
         try:
@@ -151,14 +154,18 @@ def _check(source, rewritten, input_name: str, checks: Sequence[tuple[int, int]]
             raise InputModelError(f"{where}: with width-free reshapes the model does not run at batch {batch}, "
                                   f"width {width} ({_first_line(exc)})", "use width_mode = \"fixed\" in [preprocess]"
                                   ) from None
-        for a, b in pairs:
-            if a.shape != b.shape or float(np.abs(a - b).max(initial=0.0)) > TOLERANCES["width-free"].max_abs:
-                raise InputModelError(f"{where}: the width-free reshapes change the output at batch {batch}, width "
-                                      f"{width} (shape {list(b.shape)} vs {list(a.shape)}, max abs "
-                                      f"{float(np.abs(a - b).max(initial=0.0)) if a.shape == b.shape else 'n/a'})",
+        for k, (a, b) in enumerate(pairs):
+            if a.shape != b.shape:
+                raise InputModelError(f"{where}: the width-free reshapes change output {k}'s shape at batch {batch}, "
+                                      f"width {width} ({list(b.shape)} vs {list(a.shape)})",
                                       "use width_mode = \"fixed\" in [preprocess]")
-            worst = max(worst, float(np.abs(a - b).max(initial=0.0)))
-    return worst
+            before.setdefault(f"output {k}", []).append(np.ravel(a))
+            after.setdefault(f"output {k}", []).append(np.ravel(b))
+    found = flat_check({k: np.concatenate(v) for k, v in before.items()}, {k: np.concatenate(v) for k, v in after.items()},
+                       TOLERANCES["width-free"], f"{where}: width-free reshapes vs the source (ONNX Runtime) at (batch, "
+                       f"width) {[list(c) for c in checks]}", len(checks))
+    judge(rewritten, "width-free", found, error=InputModelError, hint="use width_mode = \"fixed\" in [preprocess]")
+    return found.worst_max_abs
 
 
 def _session(data: bytes, where: str):

@@ -6,7 +6,12 @@ check when it changed nothing. `run_passes` applies a list of passes in order an
 ExecuTorch's `PassResult` and `run_checks_after_each_pass` work: a failed check of a required pass stops the run
 with an error naming the pass, its worst output and the passes that ran before it; a failed check of an optional
 pass (fold: "used only if it computes the same") drops that pass and the run goes on from its input. Every run
-returns the `PassRecord`s, which the build writes into the manifest.
+returns the `PassRecord`s, which the build writes into the manifest. A transform whose check can only be measured
+where it ran (an export against its dynamic graph, the PIR translation against Paddle 3 on the evaluation data, the
+ONNX rewrites in ONNX Runtime) hands that check to `judge`: the same rule and the same error.
+
+The ONNX import itself is judged by its own gate (export/import_gate.py): against ONNX Runtime per output with a
+cosine only where the signal stands above float noise, and on the build's data in the task metric, which decides.
 
 The transforms and the check each one answers to (`TRANSFORMS`; tests/unit/test_passes.py holds every one of them
 to this list):
@@ -44,8 +49,8 @@ Facts = Mapping[str, Any]     # a pass's manifest entry, written as JSON as it i
 # |value|, every output's when not per_output, 1 when not scaled) and cosine >= min_cosine when given.
 TOLERANCES: Mapping[str, SameTolerance] = {
     "export": SameTolerance(1e-4, scaled=False),
-    "paddle3-export": SameTolerance(1e-4),
-    "pir-translate": SameTolerance(1e-4),
+    "paddle3-export": SameTolerance(1e-4, per_output=False),
+    "pir-translate": SameTolerance(1e-4, per_output=False),
     "simplify": SameTolerance(1e-5),              # folding reorders float arithmetic only
     "legalise": SameTolerance(1e-5),              # per rewritten node output
     "width-free": SameTolerance(1e-4, scaled=False),   # measured 1.4e-6 on PP-OCRv4 rec at widths 320..1280
@@ -126,3 +131,27 @@ def run_passes(model: M, passes: Sequence[Pass[M]]) -> tuple[M, tuple[PassRecord
         records.append(PassRecord(p.name, result.changed, True, check, result.facts))
         model = result.model
     return model, tuple(records)
+
+
+def judge(model: M, name: str, check: SameCheck, *, error: type[EdgekitError] | None = None,
+          hint: str = Pass.hint, optional: bool = False) -> PassRecord:
+    """The manager's verdict on a transform whose check is measured where it ran (an export against its dynamic
+    graph, the PIR translation against Paddle 3 on the evaluation data, an ONNX rewrite in ONNX Runtime): the same
+    rule and error as a pass run by `run_passes`."""
+    _, (record,) = run_passes(model, [Pass(name, lambda m: PassResult(m, check), optional=optional, error=error,
+                                           hint=hint)])
+    return record
+
+
+def flat_check(before: Mapping[str, Any], after: Mapping[str, Any], tolerance: SameTolerance, what: str,
+               samples: int) -> SameCheck:
+    """`check_same` over outputs gathered as flat arrays (ONNX Runtime's outputs over several draws of other shapes):
+    one row per output, `samples` the draws they came from."""
+    import numpy as np
+
+    from edgekit.model.parity import check_same
+
+    names = list(before)
+    found = check_same([np.asarray(before[n], np.float64).reshape(1, -1) for n in names],
+                       [np.asarray(after[n], np.float64).reshape(1, -1) for n in names], names, tolerance, what)
+    return SameCheck(found.what, samples, found.outputs)
