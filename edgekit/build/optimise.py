@@ -3,7 +3,7 @@
 
     engine    an exported model: its reference engine agrees with Paddle Inference (export/inference.py)
     geometry  PaddleDetection's im_shape/scale_factor inputs written into the graph (export/geometry.py)
-    nms       an NMS op in the graph kept, or cut before it for the bundle's NMS (lite/nms.py)
+    nms       an NMS op in the graph kept, or cut before it for the bundle's NMS (edgekit/verify/nms.py)
     fold      conv affine chains and decomposed activations folded, used only if it computes the same (export/fold.py)
 
 Each pass returns the program, its check against its input, and what the manifest records; the stage turns the
@@ -81,7 +81,8 @@ def geometry_pass(work: Path, cfg: BuildConfig, source: str | None) -> Pass[Prep
 
 
 def nms_pass(work: Path, cfg: BuildConfig, paddle3: bool) -> Pass[Prepared]:
-    from edgekit.lite import nms
+    from edgekit.lite.nms import NMS_OPS
+    from edgekit.verify import nms
 
     abi = TARGETS[cfg.target].emulation
 
@@ -95,7 +96,7 @@ def nms_pass(work: Path, cfg: BuildConfig, paddle3: bool) -> Pass[Prepared]:
         return Emulator.prepare(abi, cfg.emulation, cfg.tool_timeout)
 
     def run(p: Prepared) -> PassResult[Prepared]:
-        if not any(t in nms.NMS_OPS for t in p.static.op_types):
+        if not any(t in NMS_OPS for t in p.static.op_types):
             return PassResult(p)
         if paddle3:   # its reference outputs (Paddle 3's own rows) were taken before any cut
             raise ConversionError("a Paddle 3 program with NMS inside the graph is not supported: its reference is "

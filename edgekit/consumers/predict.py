@@ -180,7 +180,7 @@ class ArmRunner:
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         if self.rows:
-            from edgekit.lite import nms
+            from edgekit.verify import nms
 
             return nms.emulate(self.emulator, self.nb_file, inputs, self.expect, 1)[0]
         outputs, _ = self.emulator.run(self.nb_file, inputs, self.expect, jobs=1)

@@ -25,7 +25,7 @@ to this list):
     width-free    width-free reshape targets at other widths (ONNX Runtime)      export/width_free.py
     engine        paddle.static.Executor vs Paddle Inference (no IR passes)      export/inference.py
     geometry      im_shape/scale_factor written into the graph                   export/geometry.py
-    nms           the NMS op kept, or cut with the bundle's NMS reproducing it    lite/nms.py
+    nms           the NMS op kept, or cut with the bundle's NMS reproducing it    edgekit/verify/nms.py
     fold          conv affine chains and decomposed activations folded            export/fold.py
     lite-rewrite  the rewrites opt needs (attributes, 0-D constants, ...)         lite/rewrite.py
 """

@@ -149,8 +149,8 @@ def _shards(records: Sequence[dict]) -> dict | None:
 
 
 def _nms_rows_run(cfg: BuildConfig, emulator: Emulator, nb_file: Path, subset, feeds) -> tuple[list, list, bool]:
-    """A graph that kept its NMS op: the runner's --rows mode (lite/nms.py), uncached."""
-    from edgekit.lite import nms
+    """A graph that kept its NMS op: the runner's --rows mode (edgekit/verify/nms.py), uncached."""
+    from edgekit.verify import nms
 
     outputs, records = nms.emulate(emulator, nb_file, subset.inputs, feeds, cfg.emulation.jobs or 2)
     return outputs, records, False
