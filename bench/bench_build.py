@@ -34,7 +34,7 @@ def main() -> int:
             cfg = resolve(None, {"target": "arm64", "precision": precision, "out_dir": Path(out)})
             runs = [build(cfg) for _ in range(args.repeat)]
             stages = {name: round(statistics.median(r.timings[name] for r in runs), 3) for name in runs[0].timings}
-            m = runs[-1].bundle.manifest
+            m = runs[-1].bundle.manifest.to_json()
             results[precision] = {
                 "stages_seconds_median": stages,
                 "total_seconds_median": round(statistics.median(sum(r.timings.values()) for r in runs), 3),

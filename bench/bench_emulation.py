@@ -35,7 +35,7 @@ def _build(flags: dict, config: Path | None, root: Path) -> tuple[dict, float]:
     cfg = resolve(config, {"target": "arm64", "out_dir": root, "cache_dir": str(root / "cache"), **flags})
     start = time.monotonic()
     result = build(cfg)
-    return result.bundle.manifest, time.monotonic() - start
+    return result.bundle.manifest.to_json(), time.monotonic() - start
 
 
 def _case(example: str, precision: str, data: Path | None, root: Path, cpu: str, samples: int | None) -> dict:

@@ -45,9 +45,9 @@ def _bundle(example: str, precision: str, data: Path | None, root: Path) -> Path
 
 def _peak(emulator, bundle: Path, shape: tuple[int, ...], samples: int = 1) -> dict:
     from edgekit.contracts.settings import InputSpec
-    from edgekit.contracts.bundle import ModelEntry, read_manifest
+    from edgekit.contracts.manifest import Manifest
 
-    name, nb_file = ModelEntry.of(read_manifest(bundle)).inputs[0].name, bundle / "model.nb"
+    name, nb_file = Manifest.read(bundle).model.inputs[0].name, bundle / "model.nb"
     sample = np.random.default_rng(0).uniform(-1, 1, (samples, *shape)).astype(np.float32)
     started = time.monotonic()
     _, records = emulator.run(nb_file, {name: sample}, [InputSpec(name, (-1, *shape))], jobs=1)
@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     from edgekit.contracts.settings import EmulationConfig
-    from edgekit.contracts.bundle import lite_arm_root
+    from edgekit.contracts.env import lite_arm_root
     from edgekit.verify.emulator import Emulator
 
     emulator = Emulator.prepare("aarch64", EmulationConfig(runtime=lite_arm_root()), 600)

@@ -35,7 +35,7 @@ def _build(flags: dict, config: Path | None, root: Path) -> dict:
 
     cfg = resolve(config, {"target": "arm64", "out_dir": root, "cache_dir": "off", "emulation_enabled": False, **flags})
     start = time.monotonic()
-    manifest = build(cfg).bundle.manifest
+    manifest = build(cfg).bundle.manifest.to_json()
     folding = manifest.get("folding") or {}
     model = manifest["model"]
     return {"seconds": round(time.monotonic() - start, 1), "accuracy": manifest["parity"]["accuracy"],

@@ -124,7 +124,7 @@ def bench_role(role: str, data: Path, work: Path, cfg_flags: dict) -> dict:
         except EdgekitError as error:
             builds[precision] = {"error": error.message, "report": getattr(error, "report_lines", [])}
             continue
-        manifest = result.bundle.manifest
+        manifest = result.bundle.manifest.to_json()
         builds[precision] = {"bundle": str(result.bundle.path), "seconds": round(time.monotonic() - start, 2),
                              "stages_seconds": manifest["stages_seconds"], "parity": manifest["parity"]["checks"]}
         nb[f"arm64_{precision}"] = _nb_figures(manifest)

@@ -36,7 +36,7 @@ def _build(flags: dict, config: Path, root: Path, emulation: bool) -> dict:
     cfg = resolve(config, {"target": "arm64", "out_dir": root, "cache_dir": "off", "emulation_enabled": emulation, **flags})
     start = time.monotonic()
     result = build(cfg)
-    manifest = result.bundle.manifest
+    manifest = result.bundle.manifest.to_json()
     model = manifest["model"]
     tier_a = {c["metric"]: c["value"] for c in manifest["parity"]["checks"] if c["tier"] == "A"}
     nb_ops = [k for k in kernels(result.bundle.path / "model.nb") if k.op not in ("feed", "fetch")]

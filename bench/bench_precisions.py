@@ -50,7 +50,7 @@ OCR_CASES = {
 
 
 def _row(result, seconds: float) -> dict:
-    m = result.bundle.manifest
+    m = result.bundle.manifest.to_json()
     search = m.get("quantization", {}).get("search", {})
     return {
         "seconds": round(seconds, 2),

@@ -39,7 +39,7 @@ def _build(flags: dict, config: Path | None, out: Path, cache: Path) -> tuple[di
     cfg = resolve(config, {"target": "arm64", "out_dir": out, "cache_dir": str(cache), **flags})
     start = time.monotonic()
     result = build(cfg)
-    return result.bundle.manifest, time.monotonic() - start
+    return result.bundle.manifest.to_json(), time.monotonic() - start
 
 
 def _tier_c_entries(cache: Path) -> list[Path]:

@@ -190,9 +190,9 @@ def build(
     result = run_build(cfg, _progress(quiet))
     for line in (result.prune.lines() if result.prune is not None else []) + result.quant_search + result.report.lines():
         typer.echo(line)
-    m = result.bundle.manifest["model"]
-    typer.echo(f"model.nb: {m['bytes'] / 1024:.1f} KiB (graph {m['program_bytes'] / 1024:.1f} KiB, weights "
-               f"{m['params_bytes'] / 1024:.1f} KiB), opt {m['opt_version']}")
+    m = result.bundle.manifest.model
+    typer.echo(f"model.nb: {(m.bytes or 0) / 1024:.1f} KiB (graph {(m.program_bytes or 0) / 1024:.1f} KiB, weights "
+               f"{(m.params_bytes or 0) / 1024:.1f} KiB), opt {m.opt_version}")
     typer.echo(f"bundle: {result.bundle.path}")
 
 
@@ -201,7 +201,7 @@ def _emulation_settings(lite_arm: Optional[Path], cpu: Optional[str]):
     from edgekit.contracts.settings import EmulationConfig
     from edgekit.core.errors import ConfigError
 
-    from edgekit.contracts.bundle import lite_arm_root
+    from edgekit.contracts.env import lite_arm_root
 
     runtime = lite_arm_root(lite_arm)
     cpu = cpu or os.environ.get("EDGEKIT_CPU") or "default"

@@ -27,7 +27,8 @@ from typing import Mapping, Protocol, Sequence
 
 import numpy as np
 
-from edgekit.contracts import bundle as contracts
+from edgekit.contracts.runner import (RUNNER_SCHEMA, read_runner_record, runner_error_line, runner_errors,
+                                     runner_finished)
 from edgekit.core import proc
 from edgekit.model.artifacts import sha256_file
 from edgekit.core.atomic import publish_dir, staging_dir
@@ -71,7 +72,7 @@ ABIS: dict[Abi, AbiSpec] = {
 ELF_MACHINES = {0x03: "x86 (32-bit)", 0x28: "32-bit ARM", 0x3E: "x86-64", 0xB7: "AArch64"}
 
 
-RUNNER_ERRORS: dict[int, type[EdgekitError]] = contracts.runner_errors()   # the runner's exit code -> its error
+RUNNER_ERRORS: dict[int, type[EdgekitError]] = runner_errors()   # the runner's exit code -> its error
 
 
 @dataclass(frozen=True)
@@ -288,7 +289,7 @@ def _raise_for(done: proc.ProcessRecord, record: dict | None, what: str, profile
     else:
         message, hint = (record or {}).get("error"), (record or {}).get("fix") or ""
         if not message:   # no record: the runner's one stderr line
-            message, hint = contracts.runner_error_line(done.stderr)
+            message, hint = runner_error_line(done.stderr)
         cls = RUNNER_ERRORS.get(done.returncode, ToolError)
         error = cls(f"{what}: {message or done.tail(3) or f'exit {done.returncode}'}", hint)
     error.exit_status = done.returncode       # the runner's own code (negative: signal)
@@ -333,11 +334,11 @@ def run_runner(build: NativeBuild, runtime: LiteRuntime, nb_file: Path, feeds: M
             argv += ["--expect", f"{spec.name}:{'x'.join(str(d) for d in spec.shape)}:{spec.dtype}"]
         what = f"edgekit-lite-run ({build.abi.value}, {Path(nb_file).name})"
         done = proc.run(argv, timeout=timeout, what=what, env={} if icount_plugin is not None else None)
-        record = contracts.read_runner_record(out)
+        record = read_runner_record(out)
         if done.returncode != 0:
             _raise_for(done, record, what, cpu_profile)
-        if not contracts.runner_finished(record):
-            raise ToolError(f"{what} exited 0 without a {contracts.RUNNER_SCHEMA} record", "rebuild native/ (stale build?)")
+        if not runner_finished(record):
+            raise ToolError(f"{what} exited 0 without a {RUNNER_SCHEMA} record", "rebuild native/ (stale build?)")
         outputs = tuple(np.array(np.load(o["file"]), copy=True) for o in record["outputs"])
         counts = None
         if icount_plugin is not None:

@@ -13,7 +13,7 @@ from dataclasses import replace
 import shutil
 from pathlib import Path
 
-from edgekit.contracts import bundle as contracts
+from edgekit.contracts import files as contracts
 from edgekit.core import atomic
 from edgekit.model.artifacts import StaticModel, sha256_file
 from edgekit.contracts.settings import BuildConfig

@@ -11,22 +11,22 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from edgekit.contracts import bundle as contracts
+from edgekit.contracts import golden as golden_contract
+from edgekit.contracts.files import MANIFEST, FileEntry
+from edgekit.contracts.manifest import SCHEMA, Manifest, write_manifest  # noqa: F401  (SCHEMA re-exported)
 from edgekit.core import atomic
 from edgekit.model.artifacts import sha256_file
 from edgekit.core.errors import BundleError
-
-from edgekit.contracts.bundle import MANIFEST, SCHEMA  # noqa: F401  (re-exported: the file contracts live in edgekit.contracts)
 
 
 @dataclass(frozen=True)
 class Bundle:
     path: Path
-    manifest: dict
+    manifest: Manifest
 
     @property
     def nb_file(self) -> Path:
-        return self.path / self.manifest["model"]["file"]
+        return self.path / self.manifest.model.file
 
 
 def write_golden(folder: Path, feeds: Mapping[str, np.ndarray], outputs: Sequence[np.ndarray], output_names: Sequence[str],
@@ -54,7 +54,7 @@ def write_golden_width(folder: Path, width: int, feeds: Mapping[str, np.ndarray]
                        output_names: Sequence[str]) -> dict:
     """A dynamic-width bundle's golden vectors at another tensor width, golden/w<width>_input_<i>.npy and
     _output_<i>.npy (names of their own: the device suite pushes golden inputs into one folder): the entry of
-    golden.json's (and the manifest's) `golden.widths` list (contracts.GoldenGroup reads it back)."""
+    golden.json's (and the manifest's) `golden.widths` list (edgekit.contracts.golden reads it back)."""
     folder.mkdir(parents=True, exist_ok=True)
     entry = {"width": int(width), "inputs": [], "outputs": [], "count": 0}
     for kind, pairs in (("input", list(feeds.items())), ("output", list(zip(output_names, outputs)))):
@@ -68,7 +68,7 @@ def write_golden_width(folder: Path, width: int, feeds: Mapping[str, np.ndarray]
 
 
 def write_golden_index(folder: Path, entry: dict) -> None:
-    contracts.write_golden_index(folder, entry)
+    golden_contract.write_golden_index(folder, entry)
 
 
 def write_golden_images(folder: Path, files: Sequence[Path], spec, feed: str, run, postprocess) -> dict:
@@ -149,7 +149,7 @@ def walk_files(root: Path) -> tuple[set[str], dict[str, str]]:
 
 def finalize(staging: Path, destination: Path, manifest: dict) -> Bundle:
     """Write the manifest, then move the staged folder into place in one rename."""
-    manifest = contracts.write_manifest(staging, dict(manifest, files=file_table(staging)))
+    manifest = write_manifest(staging, dict(manifest, files=file_table(staging)))
     if destination.exists() and not destination.is_dir():
         raise BundleError(f"{destination} exists and is not a bundle folder", "move that file away or pick another --out")
     atomic.publish_dir(staging, destination)
@@ -157,16 +157,17 @@ def finalize(staging: Path, destination: Path, manifest: dict) -> Bundle:
 
 
 def load(path: Path) -> Bundle:
-    """The manifest of the bundle at `path`, read within the JSON limits; its file table and model file checked."""
-    return Bundle(path, contracts.read_manifest(path))
+    """The bundle at `path` with its manifest, read within the JSON limits and checked field by field (golden vectors
+    that fit the model included): a BundleError (one line) for the first thing that does not hold."""
+    return Bundle(path, Manifest.read(path))
 
 
 def verify(bundle: Bundle) -> list[str]:
     """Problems with the bundle's files: links, missing, changed or unlisted. Empty when it verifies."""
-    return file_problems(bundle.path, bundle.manifest["files"], {MANIFEST}, "manifest")
+    return file_problems(bundle.path, bundle.manifest.files, {MANIFEST}, "manifest")
 
 
-def file_problems(folder: Path, listed: Mapping[str, Mapping], own: set[str], index: str) -> list[str]:
+def file_problems(folder: Path, listed: Mapping[str, FileEntry], own: set[str], index: str) -> list[str]:
     """`folder` against its file table (`listed`: relative path -> sha256 and bytes): links and special files,
     missing files, changed ones, and files the table (`index`) does not list besides its `own` files."""
     present, odd = walk_files(folder)
@@ -177,14 +178,8 @@ def file_problems(folder: Path, listed: Mapping[str, Mapping], own: set[str], in
             continue
         if rel not in present:
             problems.append(f"missing: {rel}")
-        elif path.stat().st_size != meta["bytes"] or sha256_file(path) != meta["sha256"]:
+        elif path.stat().st_size != meta.bytes or sha256_file(path) != meta.sha256:
             problems.append(f"checksum mismatch: {rel}")
     for rel in sorted(present - set(listed) - own):
         problems.append(f"not in {index}: {rel}")
     return problems
-
-
-def check_contents(bundle: Bundle) -> None:
-    """What every consumer of a verified bundle reads: the manifest's fields, typed, and golden vectors that fit
-    the model. A BundleError (one line) for the first thing that does not hold."""
-    contracts.check_contents(bundle.manifest, bundle.path / MANIFEST)

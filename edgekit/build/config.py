@@ -11,7 +11,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from edgekit.contracts import bundle as contracts
+from edgekit.contracts.env import LITE_ARM_ENV
 from edgekit.contracts.settings import (CALIBRATION_ALGOS, NMS_CHOICES, BuildConfig, DataConfig, EmulationConfig,
                                         InputSpec, ModelConfig, ParityGates, QuantConfig, TaskConfig, load_toml)
 from edgekit.contracts.preprocess import PreprocessSpec
@@ -110,7 +110,7 @@ def _preprocess(table: Any, where: Path) -> PreprocessSpec:
 SECTIONS = ("model", "data", "preprocess", "build", "quantize", "parity", "prune", "task", "emulation")
 ENV_KEYS = {"EDGEKIT_TARGET": "target", "EDGEKIT_QUANT": "precision", "EDGEKIT_OUT": "out_dir",
             "EDGEKIT_TOOL_TIMEOUT": "tool_timeout", "EDGEKIT_CACHE_DIR": "cache_dir",
-            contracts.LITE_ARM_ENV: "emulation_runtime", "EDGEKIT_REQUIRE_EMULATION": "emulation_required",
+            LITE_ARM_ENV: "emulation_runtime", "EDGEKIT_REQUIRE_EMULATION": "emulation_required",
             "EDGEKIT_CPU": "emulation_cpu"}
 SENSITIVITY_METHODS = ("alone", "all-but")
 

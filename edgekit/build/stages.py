@@ -15,7 +15,9 @@ from pathlib import Path
 from typing import Sequence
 
 from edgekit.build import bundle as bundle_mod
-from edgekit.contracts import bundle as contracts
+from edgekit.contracts.files import LABELS
+from edgekit.contracts.preprocess import PreprocessFile
+from edgekit.contracts.task import TaskFile
 from edgekit.model import parity
 from edgekit.verify import tiers
 from edgekit.model.artifacts import StaticModel
@@ -420,13 +422,13 @@ def write_bundle(rec: StageView) -> StageView:
             evaluation.task.postprocess if evaluation.task else None)
     if wide is not None or images:
         bundle_mod.write_golden_index(staging / "golden", golden)
-    contracts.PreprocessFile(tuple(rec.static.feed_names), cfg.data.preprocess).write(staging)
+    PreprocessFile(tuple(rec.static.feed_names), cfg.data.preprocess).write(staging)
     if cfg.data.labels:
-        shutil.copyfile(cfg.data.labels, staging / contracts.LABELS)
+        shutil.copyfile(cfg.data.labels, staging / LABELS)
     (staging / "parity.txt").write_text("\n".join(report.lines()) + "\n", encoding="utf-8")
     task = evaluation.task
     if task is not None:   # what `edgekit run` and the apps need to post-process outputs
-        contracts.TaskFile.of(task).write(staging)
+        TaskFile.of(task).write(staging)
     if rec.search is not None:
         from edgekit.quantize.report import write_report
 

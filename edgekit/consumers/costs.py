@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from edgekit.contracts.manifest import Manifest
 from edgekit.verify.counts import CLASSES, estimate
 from edgekit.core.errors import ConfigError, InputModelError
 from edgekit.core.tables import CPU_PROFILES
@@ -26,22 +27,19 @@ class CostRow:
         return counts["total"] if counts else None
 
 
-def row(bundle: Path, manifest: Mapping) -> CostRow:
+def row(bundle: Path, manifest: Manifest) -> CostRow:
     """A bundle's counts as recorded by tier C; InputModelError when the manifest has none."""
-    emulation = manifest.get("emulation") or {}
-    counts = emulation.get("instruction_counts") or {}
-    paths = counts.get("paths") if isinstance(counts, Mapping) else None
-    if not paths:
-        why = emulation.get("reason") or counts.get("reason") or "the bundle predates instruction counts"
+    emulation = manifest.emulation
+    counts = emulation.instruction_counts if emulation is not None else None
+    if counts is None or not counts.paths:
+        why = ((emulation.reason if emulation is not None else None) or (counts.reason if counts is not None else None)
+               or "the bundle predates instruction counts")
         raise InputModelError(f"{bundle} records no instruction counts ({why})",
                               "rebuild it with tier C (EDGEKIT_LITE_ARM set, without --no-emulation)")
-    model = manifest.get("model") or {}
-    config = manifest.get("config") or {}
-    variant = [v for v, on in (("pruned", bool(manifest.get("pruning"))),
-                               ("no-fold", config.get("fold") is False)) if on]
-    return CostRow(str(bundle), str(model.get("name", "?")), str(model.get("target", "?")),
-                   str(model.get("precision", "?")), "+".join(variant) or "-",
-                   {p: c["per_inference"] for p, c in paths.items()})
+    model = manifest.model
+    variant = [v for v, on in (("pruned", manifest.pruned), ("no-fold", manifest.fold is False)) if on]
+    return CostRow(str(bundle), model.name, model.target.value, model.precision.value, "+".join(variant) or "-",
+                   {p: dict(c.per_inference) for p, c in counts.paths.items()})
 
 
 def compare(rows: Sequence[CostRow]) -> dict:

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from edgekit.build import bundle as bundle_mod
+from edgekit.contracts.golden import GoldenGroup, GoldenTensor
+from edgekit.contracts.manifest import Emulation
 from edgekit.model import parity
 from edgekit.core.errors import BundleError, InputModelError, VersionLockError
 
@@ -58,29 +60,28 @@ def describe(path: Path) -> dict:
     m = bundle.manifest
     problems = bundle_mod.verify(bundle)
     if not bundle.nb_file.is_file() or bundle.nb_file.is_symlink():
-        return {"bundle": str(path), "manifest": m, "problems": problems,
+        return {"bundle": str(path), "manifest": m.to_json(), "problems": problems,
                 "text": [f"bundle {path}", f"  checksums: {'; '.join(problems)}"]}
-    bundle_mod.check_contents(bundle)
     info = describe_nb(bundle.nb_file)
-    model, ptext, twin = m["model"], m["parity"], m["host_twin"]
-    accuracy = ptext.get("accuracy") or {}
+    model, verdict, twin = m.model, m.parity, m.host_twin
     text = [
         f"bundle {path}",
-        f"  model {model['name']}: {model['target']} ({model.get('abi', '?')}) {model['precision']}, "
-        f"built {m.get('created_utc', '?')}",
+        f"  model {model.name}: {model.target.value} ({model.abi or '?'}) {model.precision.value}, "
+        f"built {m.created_utc or '?'}",
         *info["text"],
-        "  inputs: " + ", ".join(f"{i['name']} {i['shape']} {i['dtype']}" for i in model["inputs"]),
-        "  outputs: " + ", ".join(model["outputs"]),
-        "  versions: " + ", ".join(f"{k} {(m.get('versions') or {}).get(k)}"
+        "  inputs: " + ", ".join(f"{i.name} {list(i.shape)} {i.dtype}" for i in model.inputs),
+        "  outputs: " + ", ".join(model.outputs),
+        "  versions: " + ", ".join(f"{k} {m.versions.get(k)}"
                                    for k in ("paddlepaddle", "paddleslim", "paddlelite", "opt", "python")),
-        f"  parity: {'passed' if ptext.get('passed') else 'FAILED'} on {ptext.get('samples', '?')} samples"
-        + ("; " + ", ".join(f"{k} {v:.2f} %" for k, v in accuracy.items()) if accuracy else ""),
-        f"  host twin: {twin.get('file', '-')} ({twin.get('bytes', 0) / 1024:.1f} KiB)",
-        "  tier C: " + _emulation_line(m.get("emulation")),
-        *_count_lines(m.get("emulation")),
-        f"  checksums: {'all ' + str(len(m['files'])) + ' files verify' if not problems else '; '.join(problems)}",
+        f"  parity: {'passed' if verdict.passed else 'FAILED'} on "
+        f"{verdict.samples if verdict.samples is not None else '?'} samples"
+        + ("; " + ", ".join(f"{k} {v:.2f} %" for k, v in verdict.accuracy.items()) if verdict.accuracy else ""),
+        f"  host twin: {twin.file or '-'} ({(twin.bytes or 0) / 1024:.1f} KiB)",
+        "  tier C: " + _emulation_line(m.emulation),
+        *_count_lines(m.emulation),
+        f"  checksums: {'all ' + str(len(m.files)) + ' files verify' if not problems else '; '.join(problems)}",
     ]
-    found = {"bundle": str(path), "nb": info, "manifest": m, "problems": problems, "text": text}
+    found = {"bundle": str(path), "nb": info, "manifest": m.to_json(), "problems": problems, "text": text}
     if not problems:
         try:
             check_version_lock(bundle)
@@ -96,7 +97,6 @@ def verified(path: Path) -> bundle_mod.Bundle:
     problems = bundle_mod.verify(bundle)
     if problems:
         raise BundleError(f"bundle {path} does not verify: {problems[0]}", "rebuild it with `edgekit build`")
-    bundle_mod.check_contents(bundle)
     return bundle
 
 
@@ -104,11 +104,11 @@ def check_version_lock(bundle: bundle_mod.Bundle, twin: bool = False) -> None:
     """The `.nb` headers' opt version must be the manifest's: an app links the runtime the manifest names (exit 3)."""
     from edgekit.lite.nbfile import read_header
 
-    want = bundle.manifest["model"]["opt_version"]
-    if twin and "file" not in bundle.manifest["host_twin"]:
+    want, twin_file = bundle.manifest.model.opt_version, bundle.manifest.host_twin.file
+    if twin and twin_file is None:
         raise BundleError(f"{bundle.path}: the manifest names no host twin (host_twin.file), which runs it on this host",
                           "rebuild the bundle with `edgekit build`")
-    files = [bundle.manifest["model"]["file"]] + ([bundle.manifest["host_twin"]["file"]] if twin else [])
+    files = [bundle.manifest.model.file] + ([twin_file] if twin else [])
     for rel in files:
         found = read_header(bundle.path / rel).opt_version
         if found != want:
@@ -124,57 +124,53 @@ def locked(path: Path, twin: bool = False) -> bundle_mod.Bundle:
     return bundle
 
 
-def golden_vectors(bundle: bundle_mod.Bundle, group=None) -> tuple[dict, list, list]:
-    """The golden inputs and reference outputs of `group` (a contracts.GoldenGroup; default the main one), each
-    checked against what golden.json declares before it is read."""
+def golden_vectors(bundle: bundle_mod.Bundle, group: GoldenGroup | None = None) -> tuple[dict, list, list]:
+    """The golden inputs and reference outputs of `group` (default the main one), each checked against what
+    golden.json declares before it is read."""
     from edgekit.model.data import read_npy
 
-    golden = bundle.manifest["golden"] if group is None else {"inputs": group.inputs, "outputs": group.outputs}
+    group = bundle.manifest.golden.main if group is None else group
 
-    def read(entry: dict) -> np.ndarray:
-        return read_npy(bundle.path / entry["file"], BundleError, shape=tuple(entry["shape"]), dtype=entry["dtype"])
+    def read(entry: GoldenTensor) -> np.ndarray:
+        return read_npy(bundle.path / entry.file, BundleError, shape=entry.shape, dtype=entry.dtype)
 
-    feeds = {i["name"]: read(i) for i in golden["inputs"]}
-    reference = [read(o) for o in golden["outputs"]]
-    return feeds, reference, [o["name"] for o in golden["outputs"]]
-
-
-def golden_groups(bundle: bundle_mod.Bundle) -> tuple:
-    """Every golden group of a checked bundle (contracts.GoldenGroup): the main one, then a dynamic-width bundle's
-    groups at other widths (golden.widths)."""
-    from edgekit.contracts.bundle import GoldenGroup
-
-    return GoldenGroup.all_of(bundle.manifest)
+    feeds = {i.name: read(i) for i in group.inputs}
+    reference = [read(o) for o in group.outputs]
+    return feeds, reference, [o.name for o in group.outputs]
 
 
-def _emulation_line(emulation: dict | None) -> str:
-    if not emulation:
+def golden_groups(bundle: bundle_mod.Bundle) -> tuple[GoldenGroup, ...]:
+    """Every golden group of a checked bundle: the main one, then a dynamic-width bundle's groups at other widths
+    (golden.widths)."""
+    return bundle.manifest.golden.groups
+
+
+def _emulation_line(emulation: Emulation | None) -> str:
+    if emulation is None:
         return "not recorded (bundle from an edgekit without tier C)"
-    if not emulation.get("ran"):
-        return f"not run: {emulation.get('reason')}"
-    get = emulation.get
-    return (f"ran on {get('samples')} samples under qemu ({get('abi')}, runtime {get('runtime_version')}, "
-            f"{get('int8_kernels')} INT8 kernels, {get('ms_per_sample_median')} ms/sample emulated)")
+    if not emulation.ran:
+        return f"not run: {emulation.reason}"
+    e = emulation
+    return (f"ran on {e.samples} samples under qemu ({e.abi}, runtime {e.runtime_version}, "
+            f"{e.int8_kernels} INT8 kernels, {e.ms_per_sample_median} ms/sample emulated)")
 
 
-def _count_lines(emulation: dict | None) -> list[str]:
+def _count_lines(emulation: Emulation | None) -> list[str]:
     """Tier C's instruction counts per kernel path (edgekit/verify/counts.py), when it recorded them."""
-    counts = (emulation or {}).get("instruction_counts")
-    if not emulation or not emulation.get("ran") or not counts:
+    counts = emulation.instruction_counts if emulation is not None and emulation.ran else None
+    if counts is None:
         return []
-    if not counts.get("ran"):
-        return [f"  instruction counts: not recorded: {counts.get('reason')}"]
+    if not counts.ran:
+        return [f"  instruction counts: not recorded: {counts.reason}"]
     lines = ["  instruction counts per inference (deterministic; emulated ARM kernels):"]
-    for path, c in counts["paths"].items():
-        one = c["per_inference"]
+    for path, c in counts.paths.items():
+        one = c.per_inference
         dot = f", {one['dot_product']:,} dot-product" if one.get("dot_product") else ""
-        lines.append(f"    {path} ({c.get('kernel_path')} kernels): {one['total']:,} "
-                     f"({one['simd_fp'] / max(1, one['total']):.0%} SIMD/FP{dot}); first run {c['first_inference']:,}")
-    guess = counts.get("latency_estimate")
-    if guess:
+        lines.append(f"    {path} ({c.kernel_path} kernels): {c.total:,} "
+                     f"({one.get('simd_fp', 0) / max(1, c.total):.0%} SIMD/FP{dot}); first run {c.first_inference:,}")
+    if counts.latency:
         lines.append("  latency estimate (from the counts, not a measurement; 1 thread): " + ", ".join(
-            f"{core} ~{e['ms']:g} ms (±{e['loo_error_pct']['median']:g} % median error)"
-            for core, e in guess["cores"].items()))
+            f"{core} ~{e.ms:g} ms (±{e.median_error_pct:g} % median error)" for core, e in counts.latency.items()))
     return lines
 
 
@@ -184,12 +180,11 @@ def _samples(count: int) -> str:
 
 def replay_golden(path: Path) -> tuple[list[str], bool]:
     """Run the golden inputs through the bundle's x86 twin and apply the FP32 gates from the manifest."""
-    from edgekit.contracts.bundle import Gates
     from edgekit.lite.runtime import LiteRunner
 
     bundle = locked(path, twin=True)
     m = bundle.manifest
-    gates = Gates.of(m)
+    gates = m.gates
     if gates.twin_max_abs is None or gates.twin_min_cosine is None:
         raise BundleError(f"{path}: the manifest's config.gates lacks twin_max_abs / twin_min_cosine",
                           "rebuild the bundle with `edgekit build`")
@@ -197,9 +192,9 @@ def replay_golden(path: Path) -> tuple[list[str], bool]:
     lines, checks = [], []
     for group in golden_groups(bundle):      # a fresh predictor per group: a Lite x86 predictor keeps one width
         feeds, reference, names = golden_vectors(bundle, group)
-        twin = LiteRunner(path / m["host_twin"]["file"], list(feeds)).run(feeds)
+        twin = LiteRunner(path / m.host_twin.file, list(feeds)).run(feeds)
         found = tolerance.checks("A", f"x86 twin .nb vs golden{group.label}", parity.compare(reference, twin, names))
-        lines += [f"replaying {_samples(group.count)}{group.label} on {m['host_twin']['file']}"]
+        lines += [f"replaying {_samples(group.count)}{group.label} on {m.host_twin.file}"]
         lines += [c.line() for c in found]
         checks += found
     return lines, all(c.passed for c in checks)
@@ -208,22 +203,21 @@ def replay_golden(path: Path) -> tuple[list[str], bool]:
 def replay_golden_emulated(path: Path, settings, timeout: float) -> tuple[list[str], bool]:
     """Run the golden inputs through model.nb itself under emulation; gates: the golden tolerances a device must meet."""
     from edgekit.contracts.settings import InputSpec
-    from edgekit.contracts.bundle import ModelEntry
     from edgekit.verify.emulator import Emulator
-    from edgekit.core.tables import TARGETS, Target
+    from edgekit.core.tables import TARGETS
 
     bundle = locked(path)
     m = bundle.manifest
-    abi = TARGETS[Target(m["model"]["target"])].emulation
+    abi = TARGETS[m.model.target].emulation
     if abi is None:
         raise BundleError(f"{path} is an x86 bundle: its model.nb runs on the host already",
                           "use `edgekit parity BUNDLE` without --emulate")
     emulator = Emulator.prepare(abi, settings, timeout)
-    kept_nms = bool((m["model"].get("nms") or {}).get("kept"))      # rows of all samples + a count per sample
+    kept_nms = m.model.nms_kept      # rows of all samples + a count per sample
     lines, checks = [], []
     for group in golden_groups(bundle):      # one emulator launch per group (one tensor shape each)
         feeds, reference, names = golden_vectors(bundle, group)
-        expect = [InputSpec(i.name, i.shape, i.dtype) for i in group.expect(ModelEntry.of(m).inputs)]
+        expect = [InputSpec(i.name, i.shape, i.dtype) for i in group.expect(m.model.inputs)]
         # a width group is a few fit_height line tensors (tiers.GOLDEN_WIDE_SAMPLES): one process each, side by side
         jobs = 1 if group.width is None else group.count
         outputs, records = emulator.run(bundle.nb_file, feeds, expect, jobs=jobs, rows=kept_nms)
@@ -231,7 +225,7 @@ def replay_golden_emulated(path: Path, settings, timeout: float) -> tuple[list[s
             from edgekit.lite import nms
 
             (reference, outputs), names = nms.comparable(reference, outputs), names[:1]
-        found = parity.golden_checks(m["golden"]["tolerances"], "C", f"{m['model']['target']} model.nb (emulated ARM) "
+        found = parity.golden_checks(m.golden.tolerances, "C", f"{m.model.target.value} model.nb (emulated ARM) "
                                      f"vs golden{group.label}", parity.compare(reference, outputs, names))
         cpu = records[0].get("cpu", {})
         lines += [f"replaying {_samples(group.count)}{group.label} on model.nb under qemu ({abi}, runtime "

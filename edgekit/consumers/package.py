@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from edgekit.contracts import bundle as contracts
+from edgekit.contracts import files as contracts
 from edgekit.core import atomic, limits
 from edgekit.model.artifacts import sha256_file
 from edgekit.build.bundle import MANIFEST
@@ -72,7 +72,7 @@ def package(bundles: Sequence[Path], platform: Platform, destination: Path, sign
         _read_key(sign, private=True)                   # a bad key fails before anything is read or written
     info = PLATFORMS[platform]
     loaded = [locked(Path(b)) for b in bundles]     # checksums, the manifest's fields, .nb header = manifest version
-    names = [b.manifest["model"]["name"] for b in loaded]
+    names = [b.manifest.model.name for b in loaded]
     # a model name is a folder of the set: equal names, or names equal but for case (Digits, digits), would collide
     # in one folder on the case-insensitive file systems of macOS, iOS and Windows
     folded = [n.casefold() for n in names]
@@ -82,7 +82,7 @@ def package(bundles: Sequence[Path], platform: Platform, destination: Path, sign
                           "collide on case-insensitive file systems)",
                           "package one bundle per model (build them with different --name)")
     for bundle in loaded:
-        target = bundle.manifest["model"]["target"]
+        target = bundle.manifest.model.target.value
         if target not in info.targets:
             raise ConfigError(f"{bundle.path} is built for {target}; {platform.value} apps run "
                               f"{'/'.join(info.targets)} models", f"build it with --target {info.targets[0]}")
@@ -96,7 +96,7 @@ def package(bundles: Sequence[Path], platform: Platform, destination: Path, sign
         index = {"schema": SCHEMA, "platform": platform.value,
                  "created_utc": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
                  "runtime_required": {"opt_version": versions.pop(),
-                                      "paddlelite": loaded[0].manifest["model"]["runtime_required"]["paddlelite"]},
+                                      "paddlelite": loaded[0].manifest.model.paddlelite},
                  "models": models, "files": _file_table(staging)}
         atomic.write_json(staging / INDEX, index)
         if sign is not None:
@@ -107,17 +107,16 @@ def package(bundles: Sequence[Path], platform: Platform, destination: Path, sign
 
 def _copy_model(bundle, staging: Path) -> dict:
     """The files the app needs, as the (verified) manifest lists them: never a link, never a file it does not list."""
-    m = bundle.manifest
-    folder = staging / m["model"]["name"]
+    m, model = bundle.manifest, bundle.manifest.model
+    folder = staging / model.name
     folder.mkdir()
-    wanted = [rel for rel in m["files"] if rel in MODEL_FILES or rel.startswith("golden/")] + [MANIFEST]
+    wanted = [rel for rel in m.files if rel in MODEL_FILES or rel.startswith("golden/")] + [MANIFEST]
     for rel in sorted(wanted):
         (folder / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(bundle.path / rel, folder / rel, follow_symlinks=False)
-    task = (m.get("task") or {}).get("kind")
-    return {"name": m["model"]["name"], "dir": m["model"]["name"], "task": task, "target": m["model"]["target"],
-            "precision": m["model"]["precision"], "opt_version": m["model"]["opt_version"],
-            "inputs": m["model"]["inputs"], "outputs": m["model"]["outputs"],
+    return {"name": model.name, "dir": model.name, "task": m.task.kind if m.task is not None else None,
+            "target": model.target.value, "precision": model.precision.value, "opt_version": model.opt_version,
+            "inputs": [i.to_json() for i in model.inputs], "outputs": list(model.outputs),
             "bundle_manifest_sha256": sha256_file(bundle.path / contracts.MANIFEST)}
 
 
@@ -130,17 +129,17 @@ def verify_assets(folder: Path) -> list[str]:
     """The same checks an app's loader makes (minus the runtime version and the signature): problems, empty when it
     verifies."""
     from edgekit.build.bundle import file_problems
-    from edgekit.contracts.bundle import check_file_table
+    from edgekit.contracts.files import check_file_table
 
     try:
         index = limits.read_json(folder / INDEX, BundleError, "write the asset set again with `edgekit package`")
         if not isinstance(index, dict) or index.get("schema") != SCHEMA:
             found = index.get("schema") if isinstance(index, dict) else type(index).__name__
             return [f"{INDEX} has schema {found!r}, expected {SCHEMA}"]
-        check_file_table(index.get("files"), folder / INDEX)
+        listed = check_file_table(index.get("files"), folder / INDEX)
     except BundleError as exc:
         return [f"{INDEX} unusable: {exc.message}"]
-    return file_problems(folder, index["files"], {INDEX, SIGNATURE}, INDEX)
+    return file_problems(folder, listed, {INDEX, SIGNATURE}, INDEX)
 
 
 # --- authenticity: an optional Ed25519 signature over assets.json (docs/security.md) --------------------------------

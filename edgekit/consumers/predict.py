@@ -33,6 +33,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from edgekit.contracts.manifest import Manifest
 from edgekit.contracts.preprocess import PreprocessSpec
 from edgekit.core.images import decode_image
 from edgekit.core.errors import BundleError, ConfigError, DataError
@@ -106,15 +107,13 @@ class Engine:
     abi: str | None = None
 
     @classmethod
-    def of(cls, manifest: Mapping, kind: EngineKind, cpu: str | None = None) -> "Engine":
-        model = manifest["model"]
+    def of(cls, manifest: Manifest, kind: EngineKind, cpu: str | None = None) -> "Engine":
+        model = manifest.model
         if kind is EngineKind.arm:
-            target = Target(model["target"])
-            return cls(kind, model["file"], model["precision"], target.value, model["precision"], cpu,
-                       TARGETS[target].emulation)
-        twin = manifest["host_twin"]
-        return cls(kind, twin["file"], twin.get("precision", Precision.fp32.value), twin.get("target", Target.x86.value),
-                   model["precision"])
+            return cls(kind, model.file, model.precision.value, model.target.value, model.precision.value, cpu,
+                       TARGETS[model.target].emulation)
+        twin = manifest.host_twin
+        return cls(kind, twin.file, twin.precision, twin.target, model.precision.value)
 
     @property
     def stands_in(self) -> bool:
@@ -197,9 +196,8 @@ class Engines:
     timeout: float = 600.0
     prepared: dict = field(default_factory=dict)
 
-    def kind_for(self, manifest: Mapping) -> EngineKind:
-        model = manifest["model"]
-        return choose_engine(Precision(model["precision"]), Target(model["target"]), self.requested,
+    def kind_for(self, manifest: Manifest) -> EngineKind:
+        return choose_engine(manifest.model.precision, manifest.model.target, self.requested,
                              self.settings is not None and self.settings.runtime is not None)
 
     def emulator(self, abi: str):
@@ -226,7 +224,8 @@ class BundleModel:
     def load(cls, path: Path, runner=None, engines: Engines | None = None) -> "BundleModel":
         """The verified bundle on `runner`, else on the engine `engines` picks for it (else its x86 twin); the ARM
         engine is prepared only once the bundle has verified."""
-        from edgekit.contracts.bundle import ModelEntry, PreprocessFile, TaskFile
+        from edgekit.contracts.preprocess import PreprocessFile
+        from edgekit.contracts.task import TaskFile
         from edgekit.consumers.inspection import locked
 
         bundle = locked(path, twin=True)
@@ -238,7 +237,7 @@ class BundleModel:
         if spec is None:
             raise BundleError(f"{path} has no preprocessing spec (it was built from tensor data without [preprocess])",
                               "rebuild with a [preprocess] table so the bundle says how images become its input")
-        inputs = ModelEntry.of(bundle.manifest).inputs
+        inputs = bundle.manifest.model.inputs
         if len(inputs) != 1:
             raise BundleError(f"{path}: images feed single-input models; this one has {len(inputs)} inputs",
                               "run it on tensors instead (edgekit parity replays its golden vectors)")
@@ -301,23 +300,22 @@ class BundleModel:
         return result
 
 
-def _start(path: Path, manifest: Mapping, feed: str, engines: Engines,
+def _start(path: Path, manifest: Manifest, feed: str, engines: Engines,
            spec: PreprocessSpec | None = None) -> tuple[object, Engine]:
     kind = engines.kind_for(manifest)
     dynamic = spec is not None and spec.dynamic_width
     if kind is EngineKind.twin:
         from edgekit.lite.runtime import LiteRunner
 
-        twin = path / manifest["host_twin"]["file"]
+        twin = path / manifest.host_twin.file
         return (PerShapeRunner(twin, [feed]) if dynamic else LiteRunner(twin, [feed])), Engine.of(manifest, kind)
     from edgekit.contracts.settings import InputSpec
 
     engine = Engine.of(manifest, kind, engines.settings.cpu)
     # one emulator launch per tensor shape (predict_many groups by shape): each width gets a fresh predictor
-    expect = tuple(InputSpec(i["name"], free_width(i["shape"], spec) if dynamic else tuple(i["shape"]), i["dtype"])
-                   for i in manifest["model"]["inputs"])
-    rows = bool((manifest["model"].get("nms") or {}).get("kept"))
-    return ArmRunner(engines.emulator(engine.abi), path / manifest["model"]["file"], expect, rows), engine
+    expect = tuple(InputSpec(i.name, free_width(i.shape, spec) if dynamic else i.shape, i.dtype)
+                   for i in manifest.model.inputs)
+    return ArmRunner(engines.emulator(engine.abi), path / manifest.model.file, expect, manifest.model.nms_kept), engine
 
 
 def _det_scale(det: BundleModel, image: np.ndarray) -> tuple[float, float]:

@@ -22,12 +22,14 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
+from edgekit.contracts.files import PREPROCESS, REBUILD, schema_ok, write_json
 from edgekit.core import limits
-from edgekit.core.errors import DataError
+from edgekit.core.errors import BundleError, DataError
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,7 @@ LAYOUTS = ("NCHW", "NHWC")
 INTERPOLATIONS = ("linear", "nearest", "area")
 RESIZE_MODES = ("stretch", "fit_height", "letterbox")
 WIDTH_MODES = ("fixed", "dynamic")
+PREPROCESS_SCHEMA = "edgekit.preprocess/1"
 
 
 @dataclass(frozen=True)
@@ -253,3 +256,36 @@ class Geometry:
         sx, sy = self.resized_width / self.width, self.resized_height / self.height
         return np.stack([boxes[:, 0] * sx + self.left, boxes[:, 1] * sy + self.top,
                          boxes[:, 2] * sx + self.left, boxes[:, 3] * sy + self.top], axis=1)
+
+
+# ---------------------------------------------------------------- preprocess.json
+
+@dataclass(frozen=True)
+class PreprocessFile:
+    """A bundle's preprocess.json: how an image becomes the model's input, or spec None for a tensor-data build."""
+
+    inputs: tuple[str, ...]
+    spec: PreprocessSpec | None
+
+    def write(self, folder: Path) -> None:
+        self.write_file(folder / PREPROCESS)
+
+    def write_file(self, file: Path) -> None:
+        write_json(file, {"schema": PREPROCESS_SCHEMA, "inputs": list(self.inputs),
+                          "preprocess": self.spec.to_json() if self.spec is not None else None})
+
+    @classmethod
+    def read(cls, folder: Path) -> "PreprocessFile":
+        """The bundle's preprocessing; a bundle without the file has none (spec None)."""
+        file = folder / PREPROCESS
+        if not file.is_file():
+            return cls((), None)
+        raw = limits.read_json(file, BundleError, REBUILD)
+        if not isinstance(raw, dict) or not isinstance(raw.get("preprocess", {}), (dict, type(None))) \
+                or not isinstance(raw.get("inputs", []), list):
+            raise BundleError(f"{file} is not a preprocess.json (an object with a preprocess object or null)", REBUILD)
+        schema_ok(raw, PREPROCESS_SCHEMA, file)
+        spec = raw.get("preprocess")
+        # "order" documents the steps for the C++ core; PreprocessSpec's order is fixed
+        parsed = PreprocessSpec.from_mapping({k: v for k, v in spec.items() if k != "order"}) if spec else None
+        return cls(tuple(str(name) for name in raw.get("inputs", [])), parsed)

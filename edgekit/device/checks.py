@@ -133,5 +133,5 @@ def golden_matching(p: Prepared, outputs: Sequence[Sequence[np.ndarray]]) -> tup
 
     key = p.task.golden_key
     judge = detections.check if key == "detections" else masks.check
-    figures, found = judge(p.task, p.reference, outputs, (p.tolerances or {}).get(key))
+    figures, found = judge(p.task, p.reference, outputs, p.tolerances.floor(key) if p.tolerances is not None else None)
     return key, figures, found

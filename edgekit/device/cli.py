@@ -93,7 +93,7 @@ def test_command(
     real device; 17 more instructions per inference than the baseline (qemu devices); 10 a bundle does not verify; 3
     version lock; 14 a device problem (unreachable, wrong ABI, disk full, runner killed); 18 (--ray) nothing failed
     but a device's Ray node left during the run (its cells are lost); 2 bad options."""
-    from edgekit.contracts.bundle import lite_arm_root
+    from edgekit.contracts.env import lite_arm_root
     from edgekit.core.errors import ConfigError
     from . import reports
     from .baseline import Policy

@@ -18,7 +18,8 @@ from typing import Mapping
 
 import numpy as np
 
-from edgekit.contracts.bundle import ModelEntry
+from edgekit.contracts.golden import GoldenTolerances
+from edgekit.contracts.manifest import Manifest
 from edgekit.core.errors import BundleError, ConfigError, DataError, EdgekitError, InputModelError
 
 
@@ -42,7 +43,7 @@ class Runtime:
 
 @dataclass(frozen=True)
 class WideGolden:
-    """A dynamic-width bundle's golden group at another tensor width (contracts.GoldenGroup): one more launch a cell."""
+    """A dynamic-width bundle's golden group at another tensor width (edgekit.contracts.golden.GoldenGroup): one more launch a cell."""
 
     width: int
     feeds: Mapping[str, Path]                  # input name -> its golden .npy in the bundle
@@ -63,7 +64,7 @@ class Prepared:
     feeds: Mapping[str, Path] | None = None    # input name -> golden .npy in the bundle
     reference: tuple[np.ndarray, ...] = ()
     output_names: tuple[str, ...] = ()
-    tolerances: Mapping | None = None
+    tolerances: GoldenTolerances | None = None
     expect: tuple[str, ...] = ()               # --expect NAME:SHAPE:DTYPE for the runner
     evaluation: object | None = None           # edgekit.model.evalset.EvalSet (subset), with --eval
     eval_source: str | None = None
@@ -90,12 +91,15 @@ def runtime_for(lite_arm: Path | None, abi: str) -> Runtime:
     return Runtime(abi, lite, build, native.runtime_version(build, lite))
 
 
-def _info(path: Path, manifest: Mapping | None) -> dict:
-    model = (manifest or {}).get("model", {})
-    key = f"{model['name']}/{model['target']}-{model['precision']}" if model.get("name") else Path(path).name
-    return {"path": str(Path(path).absolute()), "key": key, "model": model.get("name"), "target": model.get("target"),
-            "precision": model.get("precision"), "opt_version": model.get("opt_version"),
-            "nb_sha256": (manifest or {}).get("files", {}).get(model.get("file", "model.nb"), {}).get("sha256")}
+def _info(path: Path, manifest: Manifest | None) -> dict:
+    if manifest is None:
+        return {"path": str(Path(path).absolute()), "key": Path(path).name, "model": None, "target": None,
+                "precision": None, "opt_version": None, "nb_sha256": None}
+    model = manifest.model
+    listed = manifest.files.get(model.file)
+    return {"path": str(Path(path).absolute()), "key": f"{model.name}/{model.target.value}-{model.precision.value}",
+            "model": model.name, "target": model.target.value, "precision": model.precision.value,
+            "opt_version": model.opt_version, "nb_sha256": listed.sha256 if listed is not None else None}
 
 
 def prepare(index: int, path: Path, runtimes: dict[str, Runtime], lite_arm: Path | None,
@@ -104,7 +108,7 @@ def prepare(index: int, path: Path, runtimes: dict[str, Runtime], lite_arm: Path
     from edgekit.build import bundle as bundle_mod
     from edgekit.consumers.inspection import golden_groups, golden_vectors, verified
     from ..lite.nbfile import read_header
-    from edgekit.core.tables import TARGETS, Target
+    from edgekit.core.tables import TARGETS
 
     path = Path(path)
     manifest = None
@@ -118,7 +122,7 @@ def prepare(index: int, path: Path, runtimes: dict[str, Runtime], lite_arm: Path
     except BundleError as exc:
         return Prepared(index, info, exc, "integrity")
     m = bundle.manifest
-    abi = TARGETS[Target(m["model"]["target"])].emulation
+    abi = TARGETS[m.model.target].emulation
     if abi is None:
         return Prepared(index, info, ConfigError(f"{path} is an x86 bundle: it runs on the host, not on a device",
                                                  "test an arm64 or armv7 bundle"), "integrity")
@@ -130,17 +134,17 @@ def prepare(index: int, path: Path, runtimes: dict[str, Runtime], lite_arm: Path
         header = read_header(bundle.nb_file)
     except EdgekitError as exc:
         return Prepared(index, info, exc, "version lock")
-    if header.opt_version != m["model"]["opt_version"] or header.opt_version != runtime.version:
+    if header.opt_version != m.model.opt_version or header.opt_version != runtime.version:
         return Prepared(index, info, InputModelError(
             f"version lock: {path.name}'s model.nb was written by opt {header.opt_version} (manifest: "
-            f"{m['model']['opt_version']}) but the {abi} runtime to push is Paddle-Lite {runtime.version}",
+            f"{m.model.opt_version}) but the {abi} runtime to push is Paddle-Lite {runtime.version}",
             f"rebuild the bundle with opt {runtime.version}, or point EDGEKIT_LITE_ARM at a {header.opt_version} runtime"),
             "version lock")
     feeds, reference, names = golden_vectors(bundle)
-    golden = m["golden"]
-    expect = tuple(i.text for i in ModelEntry.of(m).inputs)
-    wide = tuple(WideGolden(g.width, {i["name"]: path / i["file"] for i in g.inputs}, tuple(golden_vectors(bundle, g)[1]),
-                            tuple(d.text for d in g.expect(ModelEntry.of(m).inputs))) for g in golden_groups(bundle)[1:])
+    golden = m.golden
+    expect = tuple(i.text for i in m.model.inputs)
+    wide = tuple(WideGolden(g.width, {i.name: path / i.file for i in g.inputs}, tuple(golden_vectors(bundle, g)[1]),
+                            tuple(d.text for d in g.expect(m.model.inputs))) for g in golden_groups(bundle)[1:])
     evaluation = None
     if eval_data is not None:
         try:
@@ -148,15 +152,15 @@ def prepare(index: int, path: Path, runtimes: dict[str, Runtime], lite_arm: Path
         except (DataError, ConfigError, BundleError) as exc:
             return Prepared(index, info, exc, "eval data")
     return Prepared(index, info, None, "ready", bundle.nb_file, abi,
-                    {i["name"]: path / i["file"] for i in golden["inputs"]}, tuple(reference), tuple(names),
-                    golden["tolerances"], expect, evaluation, str(eval_data) if eval_data else None,
-                    bool((m["model"].get("nms") or {}).get("kept")), _golden_task(path), wide)
+                    {i.name: path / i.file for i in golden.main.inputs}, tuple(reference), tuple(names),
+                    golden.tolerances, expect, evaluation, str(eval_data) if eval_data else None,
+                    m.model.nms_kept, _golden_task(path), wide)
 
 
 def _golden_task(path: Path):
     """The bundle's task.json task when its golden outputs are judged in its own terms (`golden_key`: detection's
     matched boxes, segmentation's class maps), which `checks.golden_matching` post-processes with."""
-    from edgekit.contracts.bundle import TaskFile
+    from edgekit.contracts.task import TaskFile
     from ..tasks import task_of
 
     try:
@@ -167,10 +171,11 @@ def _golden_task(path: Path):
     return task if getattr(task, "golden_key", None) else None
 
 
-def load_eval(path: Path, manifest: Mapping, data: Path, count: int):
+def load_eval(path: Path, manifest: Manifest, data: Path, count: int):
     """`data` read as the bundle reads images (preprocess.json) and scored in its task (task.json), `count` samples
     spread over it. Needs ground truth: class folders / a .npz `labels` array, or a truth file beside the data."""
-    from edgekit.contracts.bundle import PreprocessFile, TaskFile
+    from edgekit.contracts.preprocess import PreprocessFile
+    from edgekit.contracts.task import TaskFile
     from edgekit.model.data import load_samples
     from edgekit.model.evalset import EvalSet
     from ..tasks import find_truth, task_of
@@ -180,7 +185,7 @@ def load_eval(path: Path, manifest: Mapping, data: Path, count: int):
         raise BundleError(f"{path} has no task.json, so --eval has no metric to compute",
                           "rebuild the bundle with labelled evaluation data")
     spec = PreprocessFile.read(path).spec
-    inputs = ModelEntry.of(manifest).inputs
+    inputs = manifest.model.inputs
     labels = task_file.options.get("labels")
     samples = load_samples(data, [i.name for i in inputs], spec, labels)
     for declared in inputs:

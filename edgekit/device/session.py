@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from edgekit.contracts import bundle as contracts
+from edgekit.contracts import runner as runner_contract
 from edgekit.core.errors import ConfigError, DataError, DeviceError, EdgekitError, InputModelError
 from .facts import DeviceFacts
 from .preflight import Prepared, Runtime
@@ -116,8 +116,8 @@ class DeviceSession:
         local = self.scratch / f"b{p.index}" / label
         local.mkdir(parents=True, exist_ok=True)
         record = None
-        if self.transport.pull([f"{folder}/{label}/{contracts.RUNNER_RECORD}"], local):
-            record = contracts.read_runner_record(local)
+        if self.transport.pull([f"{folder}/{label}/{runner_contract.RUNNER_RECORD}"], local):
+            record = runner_contract.read_runner_record(local)
         if done.returncode == 0 and (record or {}).get("status") == "error":
             done = replace(done, returncode=int(record.get("exit_code") or 1))   # an adb that loses exit codes
         if done.returncode != 0:
@@ -125,7 +125,7 @@ class DeviceSession:
             error.launch = {"label": label, "failed": True, "exit_status": done.returncode,
                             "seconds": round(done.seconds, 3), "record": {k: (record or {}).get(k) for k in RECORD_KEYS}}
             raise error
-        if not contracts.runner_finished(record) or record.get("status") != "ok":
+        if not runner_contract.runner_finished(record) or record.get("status") != "ok":
             state = f"status {record.get('status')} in {record.get('phase')}" if record else "no record"
             raise DeviceError(f"{self.spec.label}: the runner ended {label} without a finished record ({state})",
                               "killed without an exit status, or a runner of another edgekit version: rerun, or "
@@ -170,7 +170,7 @@ def runner_failure(spec: DeviceSpec, done, record: dict | None, label: str) -> E
         return DeviceError(f"{spec.label}: the runner could not start on the device (exit {code}: {done.tail(1)})", hint)
     if code == 125:
         return DeviceError(f"{spec.label}: the suite's folder vanished from the device", "something cleaned it; rerun")
-    message = (record or {}).get("error") or "; ".join(filter(None, contracts.runner_error_line(done.stderr))) \
+    message = (record or {}).get("error") or "; ".join(filter(None, runner_contract.runner_error_line(done.stderr))) \
         or done.tail(2) or f"exit {code}"
     if NO_SPACE in message + done.stderr:
         return DeviceError(f"{spec.label}: the device's disk is full: the runner could not write its outputs ({label})",

@@ -39,6 +39,7 @@ from typing import Callable, Mapping, Sequence
 
 from edgekit.core import atomic, proc, versions
 from edgekit.build.config import ENV_KEYS
+from edgekit.contracts.manifest import Manifest
 from edgekit.contracts.settings import load_toml
 from edgekit.core.errors import ConfigError
 from edgekit.core.executors import Executor, Resources, Task, WorkerLost
@@ -338,13 +339,12 @@ def run_cell(job: CellJob) -> dict:
     return dict(figures(manifest), status="built", seconds=seconds)
 
 
-def figures(manifest: Mapping) -> dict:
+def figures(manifest: Manifest) -> dict:
     """What the table shows of a bundle: sizes, the task's primary metric on every tier, the files' hashes."""
-    model, parity = manifest["model"], manifest.get("parity", {})
-    task = manifest.get("task") or {}
-    return {"nb_bytes": model["bytes"], "graph_bytes": model.get("program_bytes"), "weights_bytes": model.get("params_bytes"),
-            "metric": task.get("primary"), "accuracy": dict(parity.get("accuracy") or {}), "passed": parity.get("passed"),
-            "files": {name: meta["sha256"] for name, meta in sorted(manifest.get("files", {}).items())}}
+    model, parity = manifest.model, manifest.parity
+    return {"nb_bytes": model.bytes, "graph_bytes": model.program_bytes, "weights_bytes": model.params_bytes,
+            "metric": manifest.task.primary if manifest.task is not None else None, "accuracy": dict(parity.accuracy),
+            "passed": parity.passed, "files": {name: meta.sha256 for name, meta in sorted(manifest.files.items())}}
 
 
 # ---------------------------------------------------------------- the run

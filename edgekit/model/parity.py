@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from edgekit.contracts.golden import GoldenTolerances
 from edgekit.core.errors import ConfigError, ParityError
 
 
@@ -218,12 +219,12 @@ def check_same(before: Sequence[np.ndarray], after: Sequence[np.ndarray], names:
     return SameCheck(what, samples, tuple(outputs))
 
 
-def golden_checks(tolerances: dict, tier: str, subject: str, stats: Sequence[OutputStats]) -> list[Check]:
+def golden_checks(tolerances: GoldenTolerances, tier: str, subject: str, stats: Sequence[OutputStats]) -> list[Check]:
     """What a device replaying the bundle's golden vectors must meet (golden.json's tolerances, set at build time
     from the host's own figures): a cosine floor per output, and a max abs ceiling for FP32 models."""
-    checks = [Check(tier, subject, "cosine", s.cosine, tolerances["min_cosine"], True, s.output) for s in stats]
-    if tolerances.get("max_abs") is not None:
-        checks += [Check(tier, subject, "max_abs", s.max_abs, tolerances["max_abs"], False, s.output) for s in stats]
+    checks = [Check(tier, subject, "cosine", s.cosine, tolerances.min_cosine, True, s.output) for s in stats]
+    if tolerances.max_abs is not None:
+        checks += [Check(tier, subject, "max_abs", s.max_abs, tolerances.max_abs, False, s.output) for s in stats]
     return checks
 
 

@@ -53,7 +53,7 @@ def make_task(kind: TaskKind | str | None, options: Mapping[str, Any] | None = N
 
 
 def task_of(task_file) -> Task:
-    """A bundle's task.json (`edgekit.contracts.bundle.TaskFile`) as its task object, its options validated."""
+    """A bundle's task.json (`edgekit.contracts.task.TaskFile`) as its task object, its options validated."""
     return make_task(task_file.kind, dict(task_file.options))
 
 

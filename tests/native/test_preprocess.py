@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from edgekit.contracts.settings import load_toml
-from edgekit.contracts.bundle import PreprocessFile
+from edgekit.contracts.preprocess import PreprocessFile
 from edgekit.contracts.preprocess import PreprocessSpec
 from edgekit.core.images import decode_image
 from edgekit.tasks.ocr import line_spec, page_spec

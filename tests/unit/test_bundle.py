@@ -12,10 +12,8 @@ import pytest
 from edgekit.build.bundle import MANIFEST, SCHEMA, finalize, load, verify, write_golden
 from edgekit.core.errors import BundleError
 
-# the manifest keys load() requires, with just enough in them for these tests
-MINIMAL = {"model": {"file": "model.nb"}, "host_twin": {}, "golden": {}, "parity": {}, "config": {}}
-
 NB_BYTES = b"\x02\x00fake-nb" * 10
+TOLERANCES = {"min_cosine": 0.999, "max_abs": 1e-3}
 
 
 def stage(folder: Path) -> dict:
@@ -24,7 +22,15 @@ def stage(folder: Path) -> dict:
     (folder / "preprocess.json").write_text('{"inputs": ["x"]}\n', encoding="utf-8")
     feeds = {"x": np.arange(6, dtype=np.float32).reshape(2, 3)}
     outputs = [np.array([[0.1, 0.9], [0.7, 0.3]], np.float32)]
-    return write_golden(folder / "golden", feeds, outputs, ["prob"], {"max_abs": 1e-3}, np.array([1, 0], np.int32))
+    return write_golden(folder / "golden", feeds, outputs, ["prob"], dict(TOLERANCES), np.array([1, 0], np.int32))
+
+
+def minimal(golden: dict) -> dict:
+    """The fields load() requires, with just enough in them for these tests."""
+    return {"model": {"name": "digits", "file": "model.nb", "target": "arm64", "precision": "int8",
+                      "opt_version": "v2.13-rc", "runtime_required": {"paddlelite": "2.13rc0", "opt_version": "v2.13-rc"},
+                      "inputs": [{"name": "x", "shape": [-1, 3], "dtype": "float32"}], "outputs": ["prob"]},
+            "host_twin": {}, "golden": golden, "parity": {}, "config": {}}
 
 
 def test_write_golden(tmp_path):
@@ -34,7 +40,7 @@ def test_write_golden(tmp_path):
     assert entry["inputs"] == [{"name": "x", "file": "golden/input_0.npy", "shape": [2, 3], "dtype": "float32"}]
     assert entry["outputs"] == [{"name": "prob", "file": "golden/output_0.npy", "shape": [2, 2], "dtype": "float32"}]
     assert entry["labels"] == "golden/labels.npy"
-    assert entry["tolerances"] == {"max_abs": 1e-3}
+    assert entry["tolerances"] == TOLERANCES
     assert json.loads((golden / "golden.json").read_text(encoding="utf-8")) == entry
     np.testing.assert_array_equal(np.load(golden / "input_0.npy"), np.arange(6).reshape(2, 3))
     np.testing.assert_array_equal(np.load(golden / "output_0.npy"), np.array([[0.1, 0.9], [0.7, 0.3]], np.float32))
@@ -50,19 +56,18 @@ def test_write_golden_without_labels(tmp_path):
 
 
 def test_finalize_into_new_destination(tmp_path):
-    stage(tmp_path / "staging")
+    golden = stage(tmp_path / "staging")
     dest = tmp_path / "build" / "digits" / "arm64-int8"
-    bundle = finalize(tmp_path / "staging", dest, MINIMAL)
+    bundle = finalize(tmp_path / "staging", dest, minimal(golden))
     assert bundle.path == dest
     assert bundle.nb_file == dest / "model.nb"
     assert not (tmp_path / "staging").exists()
-    files = bundle.manifest["files"]
+    files = bundle.manifest.files
     assert sorted(files) == ["golden/golden.json", "golden/input_0.npy", "golden/labels.npy",
                              "golden/output_0.npy", "model.nb", "preprocess.json"]
-    assert files["model.nb"] == {"sha256": hashlib.sha256(NB_BYTES).hexdigest(), "bytes": len(NB_BYTES)}
-    assert bundle.manifest["schema"] == SCHEMA
+    assert (files["model.nb"].sha256, files["model.nb"].bytes) == (hashlib.sha256(NB_BYTES).hexdigest(), len(NB_BYTES))
     on_disk = json.loads((dest / MANIFEST).read_text(encoding="utf-8"))
-    assert on_disk == bundle.manifest
+    assert on_disk["schema"] == SCHEMA and on_disk == bundle.manifest.to_json()
     loaded = load(dest)
     assert loaded.manifest == bundle.manifest
     assert verify(loaded) == []
@@ -73,8 +78,8 @@ def test_finalize_replaces_existing_destination(tmp_path):
     dest.mkdir(parents=True)
     (dest / "stale.txt").write_text("old build")
     (dest / "model.nb").write_bytes(b"old")
-    stage(tmp_path / "staging")
-    finalize(tmp_path / "staging", dest, MINIMAL)
+    golden = stage(tmp_path / "staging")
+    finalize(tmp_path / "staging", dest, minimal(golden))
     assert not (dest / "stale.txt").exists()
     assert (dest / "model.nb").read_bytes() == NB_BYTES
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["b"]      # no b.old-<pid> left over
@@ -83,9 +88,9 @@ def test_finalize_replaces_existing_destination(tmp_path):
 
 @pytest.fixture()
 def built(tmp_path):
-    stage(tmp_path / "staging")
+    golden = stage(tmp_path / "staging")
     dest = tmp_path / "bundle"
-    finalize(tmp_path / "staging", dest, MINIMAL)
+    finalize(tmp_path / "staging", dest, minimal(golden))
     return dest
 
 

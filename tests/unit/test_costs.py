@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import pytest
+from untrusted_bundles import document as manifest_document
 
 from edgekit.consumers import costs
+from edgekit.contracts.manifest import Manifest
 from edgekit.verify import counts
 from edgekit.core.errors import ConfigError, InputModelError, ToolError
 from edgekit.lite.icount import parse_counts
@@ -61,12 +64,14 @@ def test_a_non_object_is_refused():
         parse_counts([1, 2], RECORD)
 
 
-def manifest(name, precision, target="arm64", paths=None, pruned=False, folded=True):
+def manifest(name, precision, target="arm64", paths=None, pruned=False, folded=True, emulation=None):
     counts = {"ran": True, "paths": {p: {"per_inference": c, "kernel_path": k, "first_inference": 1}
                                      for p, (k, c) in (paths or {}).items()}}
-    return {"model": {"name": name, "target": target, "precision": precision}, "pruning": {"x": 1} if pruned else None,
-            "config": {"fold": folded}, "folding": {"applied": False, "reason": "nothing to fold"},
-            "emulation": {"ran": True, "instruction_counts": counts}}
+    m = manifest_document(name, target=target, precision=precision)
+    m.update({"pruning": {"x": 1} if pruned else None, "config": {"fold": folded},
+              "folding": {"applied": False, "reason": "nothing to fold"},
+              "emulation": emulation or {"ran": True, "instruction_counts": counts}})
+    return Manifest.of(m, Path("manifest.json"))
 
 
 def path_counts(total, simd, dot=0):
@@ -95,8 +100,7 @@ def test_compare_puts_bundles_side_by_side_against_the_first():
 
 
 def test_a_bundle_without_counts_says_how_to_get_them():
-    m = manifest("digits", "int8")
-    m["emulation"] = {"ran": False, "reason": "skipped on request (--no-emulation)"}
+    m = manifest("digits", "int8", emulation={"ran": False, "reason": "skipped on request (--no-emulation)"})
     with pytest.raises(InputModelError, match="--no-emulation"):
         costs.row("b", m)
     with pytest.raises(ConfigError):

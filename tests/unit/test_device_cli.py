@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from typer.testing import CliRunner
+from untrusted_bundles import document
 
 from edgekit.cli import app
 
@@ -40,10 +41,8 @@ def fake_bundle(folder):
     """A bundle whose manifest lists model.nb with another checksum: what a corrupted copy looks like."""
     folder.mkdir(parents=True)
     (folder / "model.nb").write_bytes(b"\x02\x00v2.13-rc" + bytes(100))
-    manifest = {"schema": "edgekit.bundle/1", "model": {"name": "tiny", "target": "arm64", "precision": "fp32",
-                                                         "file": "model.nb", "opt_version": "v2.13-rc"},
-                "host_twin": {}, "golden": {}, "parity": {}, "config": {},
-                "files": {"model.nb": {"sha256": "0" * 64, "bytes": 110}}}
+    manifest = document("tiny")
+    manifest["files"] = {"model.nb": {"sha256": "0" * 64, "bytes": 110}}
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder
 

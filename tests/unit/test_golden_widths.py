@@ -1,5 +1,5 @@
 """A dynamic-width bundle's golden vectors at another tensor width (issue 23): `golden.widths` in the manifest and
-golden.json, read through contracts.GoldenGroup; a group that does not fit the main golden inputs is refused in one
+golden.json, read through edgekit.contracts.golden (GoldenGroup); a group that does not fit the main golden inputs is refused in one
 line before anything reads it. The padding is PreprocessSpec's own (tiers.wide_feeds)."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from untrusted_bundles import make_bundle, rewrite_manifest
 from edgekit.consumers import inspection
 from edgekit.build.bundle import MANIFEST, write_golden, write_golden_width
 from edgekit.cli import app
-from edgekit.contracts.bundle import TensorDecl, check_contents
+from edgekit.contracts.files import TensorDecl
+from edgekit.contracts.manifest import Manifest
 from edgekit.contracts.preprocess import PreprocessSpec
 from edgekit.core.errors import BundleError, EdgekitError
 from edgekit.verify.tiers import wide_feeds
@@ -37,7 +38,7 @@ def test_a_group_is_read_with_its_width_axis_and_a_fixed_bundle_has_none(tmp_pat
     checked = inspection.verified(bundle)
     main, wide = inspection.golden_groups(checked)
     assert (main.width, main.label, wide.width, wide.axis, wide.count, wide.label) == (None, "", 12, 3, 2, " at width 12")
-    assert [o["file"] for o in wide.inputs + wide.outputs] == ["golden/w12_input_0.npy", "golden/w12_output_0.npy"]
+    assert [o.file for o in wide.inputs + wide.outputs] == ["golden/w12_input_0.npy", "golden/w12_output_0.npy"]
     feeds, reference, names = inspection.golden_vectors(checked, wide)
     assert np.array_equal(feeds["x"], WIDE) and names == ["y"] and reference[0].shape == (2, 2)
     declared = (TensorDecl("x", (-1, 1, 8, 8), "float32"),)
@@ -83,7 +84,7 @@ def test_the_same_width_twice_is_refused(tmp_path):
     bundle = wide_bundle(tmp_path)
     rewrite_manifest(bundle, lambda m: m["golden"]["widths"].append(copy.deepcopy(m["golden"]["widths"][0])))
     with pytest.raises(BundleError, match=r"golden.widths lists width \[12, 12\] more than once"):
-        check_contents(json.loads((bundle / MANIFEST).read_text()), bundle / MANIFEST)
+        Manifest.read(bundle)
 
 
 def test_a_group_file_that_holds_another_shape_is_refused_when_read(tmp_path):

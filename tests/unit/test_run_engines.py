@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from typer.testing import CliRunner
-from untrusted_bundles import make_bundle
+from untrusted_bundles import document, make_bundle
 
 from edgekit.cli import app
+from edgekit.contracts.manifest import Manifest
 from edgekit.contracts.settings import EmulationConfig
 from edgekit.core.errors import BundleError, ConfigError, EmulationUnavailable
 from edgekit.consumers.predict import BundleModel, Engine, EngineKind, Engines, choose_engine, ocr_system, parse_engine
@@ -46,9 +47,10 @@ def test_an_unknown_engine_is_a_config_error():
         parse_engine("gpu")
 
 
-def _manifest(precision: str) -> dict:
-    return {"model": {"file": "model.nb", "precision": precision, "target": "arm64"},
-            "host_twin": {"file": "host/model_x86.nb", "target": "x86", "precision": "fp32"}}
+def _manifest(precision: str) -> Manifest:
+    m = document(precision=precision)
+    m["host_twin"].update(precision="fp32")
+    return Manifest.of(m, Path("manifest.json"))
 
 
 def test_the_twin_of_an_int8_bundle_says_the_int8_model_was_not_run():
