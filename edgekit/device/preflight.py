@@ -43,7 +43,8 @@ class Runtime:
 
 @dataclass(frozen=True)
 class WideGolden:
-    """A dynamic-width bundle's golden group at another tensor width (edgekit.contracts.golden.GoldenGroup): one more launch a cell."""
+    """A dynamic-width bundle's golden group at another tensor width (contracts.golden.GoldenGroup): one more launch
+    a cell."""
 
     width: int
     feeds: Mapping[str, Path]                  # input name -> its golden .npy in the bundle
