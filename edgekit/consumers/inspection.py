@@ -167,7 +167,7 @@ def _count_lines(emulation: Emulation | None) -> list[str]:
         one = c.per_inference
         dot = f", {one['dot_product']:,} dot-product" if one.get("dot_product") else ""
         lines.append(f"    {path} ({c.kernel_path} kernels): {c.total:,} "
-                     f"({one.get('simd_fp', 0) / max(1, c.total):.0%} SIMD/FP{dot}); first run {c.first_inference:,}")
+                     f"({one['simd_fp'] / max(1, c.total):.0%} SIMD/FP{dot}); first run {c.first_inference:,}")
     if counts.latency:
         lines.append("  latency estimate (from the counts, not a measurement; 1 thread): " + ", ".join(
             f"{core} ~{e.ms:g} ms (±{e.median_error_pct:g} % median error)" for core, e in counts.latency.items()))

@@ -18,7 +18,7 @@ from typing import Mapping
 
 from edgekit.contracts.files import (BOOL, COUNT, DIM, DTYPE, FILES, MANIFEST, NAME, NUMBER, OBJECT, PATH, PRECISION,
                                      REBUILD, STRING, TARGET, FileEntry, Json, MapOf, Nullable, TensorDecl,
-                                     check_file_table, conform, integer, json_text)
+                                     check_file_table, conform, json_text)
 from edgekit.contracts.golden import GOLDEN, Golden
 from edgekit.core import limits
 from edgekit.core.errors import BundleError
@@ -28,10 +28,11 @@ SCHEMA = "edgekit.bundle/1"
 REQUIRED_KEYS = ("model", "host_twin", "golden", "files", "parity", "config")
 
 # ---------------------------------------------------------------- the schema (files.conform's specs)
-PER_INFERENCE = ("an object of instruction counts with a total",
-                 lambda v: isinstance(v, dict) and "total" in v and all(integer(c) and c >= 0 for c in v.values()))
+# one inference's guest instructions: the total, its disjoint classes and the dot products among simd_fp (lite/icount.py)
+INSTRUCTION_FIELDS = ("total", "simd_fp", "load_store", "branch", "other", "dot_product")
+PER_INFERENCE = {name: COUNT for name in INSTRUCTION_FIELDS}
 INSTRUCTION_COUNTS = {
-    "ran": BOOL, "reason?": STRING,
+    "ran": BOOL, "reason?": Nullable(STRING),      # with ran true, paths are there (checked in _emulation)
     "paths?": MapOf({"kernel_path?": Nullable(STRING), "per_inference": PER_INFERENCE, "first_inference": COUNT}),
     "latency_estimate?": Nullable({"cores": MapOf({"ms": NUMBER, "loo_error_pct": {"median": NUMBER}})}),
 }
@@ -131,7 +132,7 @@ class PathCounts:
     """Tier C's instruction counts of one inference on one kernel path (edgekit/verify/counts.py)."""
 
     kernel_path: str | None
-    per_inference: Mapping[str, int]       # "total" and the instruction classes
+    per_inference: Mapping[str, int]       # INSTRUCTION_FIELDS: "total", the instruction classes, "dot_product"
     first_inference: int                   # the first run's total (Lite's one-time work included)
 
     @property
@@ -227,7 +228,7 @@ class Manifest:
             gates=Gates(gates.get("twin_max_abs"), gates.get("twin_min_cosine")),
             fold=config.get("fold"),
             task=TaskEntry(task["kind"], task.get("primary")) if task else None,
-            emulation=_emulation(raw.get("emulation")),
+            emulation=_emulation(raw.get("emulation"), file),
             pruned=bool(raw.get("pruning")),
             versions={k: v for k, v in versions.items() if v is None or isinstance(v, str)},
             created_utc=raw.get("created_utc"),
@@ -246,14 +247,16 @@ def _model(m: Mapping[str, Json], file: Path) -> ModelEntry:
                       m.get("bytes"), m.get("program_bytes"), m.get("params_bytes"))
 
 
-def _emulation(e: Mapping[str, Json] | None) -> Emulation | None:
+def _emulation(e: Mapping[str, Json] | None, file: Path) -> Emulation | None:
     if e is None:
         return None
     counts = e.get("instruction_counts")
     typed = None
     if counts is not None:
-        paths = {p: PathCounts(c.get("kernel_path"), dict(c["per_inference"]), c["first_inference"])
-                 for p, c in (counts.get("paths") or {}).items()}
+        if counts["ran"] and not counts.get("paths"):
+            raise BundleError(f"{file}: emulation.instruction_counts says it ran but has no paths", REBUILD)
+        paths = {p: PathCounts(c.get("kernel_path"), {k: c["per_inference"][k] for k in INSTRUCTION_FIELDS},
+                               c["first_inference"]) for p, c in (counts.get("paths") or {}).items()}
         cores = ((counts.get("latency_estimate") or {}).get("cores") or {})
         typed = InstructionCounts(counts["ran"], counts.get("reason"), paths,
                                   {core: CoreEstimate(c["ms"], c["loo_error_pct"]["median"]) for core, c in cores.items()})
