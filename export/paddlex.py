@@ -20,11 +20,13 @@ post-processing (or serving) uses becomes a note.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
+from edgekit.core import limits
 from edgekit.contracts.preprocess import PreprocessSpec
 from edgekit.core.errors import EdgekitError, InputModelError
 from edgekit.tasks import TaskKind, make_task
@@ -83,6 +85,8 @@ def find_model_yml(model: Path) -> Path | None:
     """The inference.yml of a model folder, or beside a model file (inference.json, model.onnx, ...)."""
     model = Path(model)
     candidate = model / YML_NAME if model.is_dir() else model.with_name(YML_NAME)
+    if candidate.is_symlink():
+        limits.plain_file(candidate, InputModelError)
     return candidate if candidate.is_file() else None
 
 
@@ -167,19 +171,32 @@ def _check_events(events, kinds) -> None:
 def _number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _Refusal(f"{where} is {value!r}, not a number")
+    try:
+        finite = math.isfinite(value)    # YAML's .inf / .nan, or an int beyond a double: no setting means that
+    except OverflowError:
+        finite = False
+    if not finite:
+        raise _Refusal(f"{where} is {value!r}, not a finite number")
     return float(value)
+
+
+# a decimal number, each character consumed by one path only (no backtracking: linear time on any text)
+_DECIMAL = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
 
 def _scale(value: Any, where: str) -> float:
     """A number, or the fraction PaddleOCR writes as a string ("1./255.") and evaluates: read here without eval."""
     if isinstance(value, str):
-        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]*(?:[eE][-+]?[0-9]+)?)\s*(?:/\s*([0-9]*\.?[0-9]*(?:[eE][-+]?[0-9]+)?))?\s*",
-                             value)
+        # split and strip, then one unambiguous pattern a part: linear in the text (issue 32: nested \s* went cubic)
+        parts = [part.strip() for part in value.split("/", 1)]
         try:
-            top = float(match.group(1))
-            value = top / float(match.group(2)) if match.group(2) else top
-        except (AttributeError, ValueError, ZeroDivisionError):
-            raise _Refusal(f"{where} is {value!r}, not a number or a fraction like 1./255.") from None
+            if not all(_DECIMAL.fullmatch(part) for part in parts):
+                raise ValueError(value)
+            top = float(parts[0])
+            value = top / float(parts[1]) if len(parts) == 2 else top
+        except (ValueError, ZeroDivisionError, OverflowError):
+            shown = value if len(value) <= 40 else value[:37] + "..."
+            raise _Refusal(f"{where} is {shown!r}, not a number or a fraction like 1./255.") from None
     value = _number(value, where)
     if not value > 0:
         raise _Refusal(f"{where} is {value:g}, not a positive number")

@@ -92,5 +92,7 @@ def bench_bundles(paths: Sequence[Path]) -> dict:
         path = Path(path)
         if not path.is_dir():
             raise InputModelError(f"{path} is not a bundle folder", "pass folders written by edgekit build")
-        rows.append(row(path, bundle_mod.load(path).manifest))
+        loaded = bundle_mod.load(path)
+        bundle_mod.check_contents(loaded)      # every field it reads typed (emulation.instruction_counts too)
+        rows.append(row(path, loaded.manifest))
     return compare(rows)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from edgekit.core import limits
-from edgekit.core.errors import BundleError
+from edgekit.core.errors import BundleError, ConfigError
 from edgekit.core.tables import Precision, Target
 
 # ---------------------------------------------------------------- the files of a bundle
@@ -233,7 +233,26 @@ NAME_TEXT = "1-64 letters, digits, '_', '-' or '.', starting with a letter or di
 
 
 def safe_name(value: object) -> bool:
+    """What a model, cell, setting or bundle name may be: the one rule (it becomes a folder name)."""
     return isinstance(value, str) and NAME_RULE.fullmatch(value) is not None
+
+
+def check_name(value: object, what: str, error: type = ConfigError, hint: str = "") -> str:
+    """`value` when it is a usable name (safe_name), else `error` saying so: every reader of a name calls this."""
+    if not safe_name(value):
+        shown = repr(value) if len(repr(value)) <= 70 else repr(value)[:67] + "..."
+        raise error(f"{what} {shown} is not usable as a folder name", hint or f"use {NAME_TEXT}")
+    return value
+
+
+def check_inside(root: Path, path: Path, what: str, error: type = ConfigError) -> Path:
+    """`path` (built from `root` and names) when it stays inside `root` once links and '..' are resolved; else
+    `error`. Called before anything is written to or removed from a path built from a name."""
+    base, real = os.path.realpath(root), os.path.realpath(path)
+    if os.path.commonpath([base, real]) != base:
+        raise error(f"{what} {path} resolves to {real}, outside {root}",
+                    f"use names of {NAME_TEXT}, and an output folder without links leading out of it")
+    return Path(path)
 
 
 def safe_relative(value: object) -> bool:
@@ -280,6 +299,12 @@ _WIDTH = ("a positive integer", lambda v: _integer(v) and v > 0)
 _GOLDEN_GROUP = {"width": _WIDTH, "inputs": [_GOLDEN_TENSOR], "outputs": [_GOLDEN_TENSOR], "count": _COUNT}
 FILES = MapOf({"sha256": _SHA256, "bytes": _COUNT})
 LOADED = {"model": {"file": _PATH}, "files": FILES}
+# tier C's instruction counts (edgekit/costs.py, lite/icount.py) as `inspect` and `bench` read them; with ran true,
+# the paths are there (check_counts)
+_PER_INFERENCE = {"total": _COUNT, **{k: _COUNT for k in ("simd_fp", "load_store", "branch", "other", "dot_product")}}
+COUNTS = {"ran": _BOOL, "reason?": Nullable(_STR),
+          "paths?": MapOf({"per_inference": _PER_INFERENCE, "first_inference": _COUNT, "kernel_path?": Nullable(_STR)}),
+          "latency_estimate?": Nullable({"cores": MapOf({"ms": _NUMBER, "loo_error_pct": {"median": _NUMBER}})})}
 CONTENTS = {
     "created_utc?": _STR,
     "model": {"name": _NAME, "file": _PATH, "target": _TARGET, "abi?": _STR, "precision": _PRECISION, "opt_version": _STR,
@@ -293,7 +318,7 @@ CONTENTS = {
     "config": {"gates?": {"twin_max_abs?": _NUMBER, "twin_min_cosine?": _NUMBER}},
     "task?": Nullable({"kind": _STR}),
     "versions?": _OBJECT,
-    "emulation?": Nullable(_OBJECT),
+    "emulation?": Nullable({"ran?": _BOOL, "instruction_counts?": Nullable(COUNTS)}),
 }
 
 
@@ -349,6 +374,9 @@ def check_contents(manifest: Mapping, file: Path) -> None:
     the model. A BundleError (one line) for the first thing that does not hold."""
     m = manifest
     conform(m, CONTENTS, file)
+    counts = (m.get("emulation") or {}).get("instruction_counts")
+    if counts and counts["ran"] and not counts.get("paths"):
+        raise BundleError(f"{file}: emulation.instruction_counts says it ran but has no paths", REBUILD)
     model, golden = m["model"], m["golden"]
     if model["opt_version"] != model["runtime_required"]["opt_version"]:
         raise BundleError(f"{file}: model.opt_version {model['opt_version']!r} differs from runtime_required.opt_version "
