@@ -179,6 +179,26 @@ def test_the_matrix_removes_nothing_outside_its_out_folder(tmp_path):
     assert (victim / "keep.txt").read_text() == "mine"
 
 
+# --- 4. the x86 twin of an untrusted bundle runs in a child process --------------------------------------------------
+
+@pytest.mark.e2e           # starts the twin's process (Paddle-Lite's x86 runtime)
+def test_a_twin_that_crashes_paddle_lite_is_exit_3_in_one_line(tmp_path):
+    """One byte of host/model_x86.nb changed (here: the program's first bytes 0xff, which Paddle-Lite 2.13's loader
+    dereferences: SIGSEGV), the manifest re-hashed: `parity` and `run` used to die with exit 139 and no message."""
+    import cv2
+
+    from untrusted_bundles import nb_bytes
+
+    bundle = make_bundle(tmp_path)
+    (bundle / "host" / "model_x86.nb").write_bytes(nb_bytes(program=b"\xff" * 8))
+    rewrite_manifest(bundle, lambda m: None)
+    cv2.imwrite(str(tmp_path / "a.png"), np.zeros((8, 8), np.uint8))
+    for command in (("parity", bundle), ("run", bundle, tmp_path / "a.png", "--engine", "twin")):
+        result = _invoke(*command)
+        _one_line_error(result, 3, "Paddle-Lite's x86 runtime crashed on")
+        assert "died from SIGSEGV" in result.output
+
+
 # --- 5, 13. links in model and data folders ---------------------------------------------------------------------------
 
 PIR = {"base_code": {"magic": "pir", "version": 1}, "program": {"regions": []}}
