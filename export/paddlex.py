@@ -35,9 +35,6 @@ if TYPE_CHECKING:                                   # pragma: no cover
     from edgekit.contracts.settings import InputSpec
 
 YML_NAME = "inference.yml"
-MAX_YML_BYTES = 8 << 20          # PP-OCRv5's rec file, 18k-character dictionary inline, is ~150 KB
-MAX_YML_DEPTH = 32               # PaddleX writes at most ~8 levels (Hpi dynamic shapes)
-MAX_YML_NODES = 1_000_000        # scalars and collections, aliases counted as what they expand to
 HINT_MANUAL = ("edgekit cannot reproduce it: write [preprocess] and [task] in edgekit.toml by hand "
                "(they override inference.yml)")
 HINT_EXPORT = "export the model again with PaddleX / PaddleOCR 3.x, or write [preprocess] and [task] in edgekit.toml"
@@ -107,9 +104,8 @@ def read_model_yml(path: Path, *, overridden: Collection[str] = ()) -> ModelDesc
 def _read_bytes(path: Path) -> bytes:
     try:
         size = path.stat().st_size
-        if size > MAX_YML_BYTES:
-            raise InputModelError(f"{path} is {size:,} bytes, beyond the limit MAX_YML_BYTES = {MAX_YML_BYTES:,}",
-                                  "an inference.yml is a few hundred KB at most: check that this is the model's file")
+        limits.check(InputModelError, f"{path} in bytes", size, "MAX_YML_BYTES",
+                     "an inference.yml is a few hundred KB at most: check that this is the model's file")
         return path.read_bytes()
     except OSError as exc:
         raise InputModelError(f"cannot read {path}: {exc.strerror}", "check the path") from exc
@@ -147,8 +143,8 @@ def _check_events(events, kinds) -> None:
     for event in events:
         if isinstance(event, (kinds.MappingStartEvent, kinds.SequenceStartEvent)):
             stack.append([event.anchor, 1])
-            if len(stack) - 1 > MAX_YML_DEPTH:
-                raise _Refusal(f"nests deeper than the limit MAX_YML_DEPTH = {MAX_YML_DEPTH}", HINT_EXPORT)
+            if len(stack) - 1 > limits.MAX_YML_DEPTH:
+                raise _Refusal(f"nests deeper than the limit MAX_YML_DEPTH = {limits.MAX_YML_DEPTH}", HINT_EXPORT)
             continue
         if isinstance(event, (kinds.MappingEndEvent, kinds.SequenceEndEvent)):
             anchor, count = stack.pop()
@@ -161,8 +157,8 @@ def _check_events(events, kinds) -> None:
         if anchor is not None:
             sizes[anchor] = count
         stack[-1][1] += count
-        if stack[-1][1] > MAX_YML_NODES:
-            raise _Refusal(f"expands to more than MAX_YML_NODES = {MAX_YML_NODES:,} values (aliases included)",
+        if stack[-1][1] > limits.MAX_YML_NODES:
+            raise _Refusal(f"expands to more than MAX_YML_NODES = {limits.MAX_YML_NODES:,} values (aliases included)",
                            HINT_EXPORT)
 
 

@@ -33,6 +33,10 @@ PIXELS_PER_BYTE = {"jpeg": "MAX_JPEG_PIXELS_PER_BYTE", "bmp": "MAX_BMP_PIXELS_PE
 MAX_RESIZE_SIDE = 8192              # preprocess resize / crop, per side, in pixels
 MAX_JSON_BYTES = 16 << 20           # manifest.json, preprocess.json, task.json, assets.json: 16 MiB
 MAX_JSON_DEPTH = 64                 # nesting of objects and arrays in those files
+MAX_CONFIG_BYTES = 1 << 20          # edgekit.toml, matrix files: 1 MiB
+MAX_YML_BYTES = 8 << 20             # inference.yml (PaddleX): PP-OCRv5's rec file, 18k-character dictionary inline, ~150 KB
+MAX_YML_DEPTH = 32                  # its nesting (PaddleX writes at most ~8 levels: Hpi dynamic shapes)
+MAX_YML_NODES = 1_000_000           # its scalars and collections, aliases counted as what they expand to
 MAX_NPZ_RATIO = 100                 # uncompressed / compressed bytes of one .npz member ...
 NPZ_RATIO_FLOOR = 16 << 20          # ... checked once a member expands beyond 16 MiB (small zero arrays compress well)
 

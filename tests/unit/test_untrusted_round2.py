@@ -425,3 +425,25 @@ def test_a_signature_record_is_spelled_one_way(tmp_path, change):
     _one_line_error(_invoke("package", "--verify", folder, "--pubkey", tmp_path / "k.pub.pem"), 16,
                     "is not an edgekit.signature/1 record")
     assert _invoke("package", "--verify", folder).exit_code == 16
+
+
+# --- every reader of user files within the limits: toml and ground truth too --------------------------------------------
+
+def test_config_files_are_read_within_the_limits(tmp_path, monkeypatch):
+    from edgekit.contracts.settings import load_toml
+
+    (tmp_path / "deep.toml").write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(ConfigError, match="MAX_JSON_DEPTH"):
+        load_toml(tmp_path / "deep.toml")
+    monkeypatch.setattr(limits, "MAX_CONFIG_BYTES", 64)
+    (tmp_path / "big.toml").write_text("[model]\nname = \"" + "m" * 100 + "\"\n")
+    with pytest.raises(ConfigError, match="beyond the limit MAX_CONFIG_BYTES = 64"):
+        load_toml(tmp_path / "big.toml")
+
+
+def test_ground_truth_is_read_within_the_limits(tmp_path):
+    from edgekit.tasks.truth import read_truth
+
+    (tmp_path / "truth.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(DataError, match="MAX_JSON_DEPTH"):
+        read_truth(tmp_path / "truth.json")
