@@ -450,3 +450,50 @@ def test_ground_truth_is_read_within_the_limits(tmp_path):
     (tmp_path / "truth.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(DataError, match="MAX_JSON_DEPTH"):
         read_truth(tmp_path / "truth.json")
+
+
+# --- the probe's reproducers through the CLI: one line, exit 3, nothing written outside --out ---------------------------
+
+def _pir_folder(folder: Path, yml: str | None = None) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "inference.json").write_text(json.dumps(PIR))
+    (folder / "inference.pdiparams").write_bytes(b"")
+    if yml is not None:
+        (folder / "inference.yml").write_text(yml)
+    return folder
+
+
+def _outside(tmp_path: Path, out: Path) -> list:
+    return sorted(p.name for p in tmp_path.iterdir() if p != out)
+
+
+@pytest.mark.e2e          # `build` of a Paddle 3 folder looks for the Paddle 3 interpreter (a process) first
+@pytest.mark.parametrize("case", ["scale of spaces", "linked params", "deep program", "keep_top_k inf"])
+def test_the_probe_reproducers_are_refused_by_build_in_one_line(tmp_path, case):
+    paddlex_data = Path(__file__).resolve().parents[1] / "data" / "paddlex"
+    model = tmp_path / "model"
+    if case == "scale of spaces":
+        _pir_folder(model, "Global:\n  model_name: m\nPreProcess:\n  transform_ops:\n  - NormalizeImage:\n"
+                           "      scale: '1" + " " * 5000 + "x'\n      mean: [0.5]\n      std: [0.5]\n      order: hwc\n")
+        needle = "NormalizeImage.scale is '1 "
+    elif case == "linked params":
+        _pir_folder(model)
+        (model / "inference.pdiparams").unlink()
+        (model / "inference.pdiparams").symlink_to("/etc/hostname")
+        needle = "inference.pdiparams is a symbolic link"
+    elif case == "deep program":
+        _pir_folder(model)
+        (model / "inference.json").write_text('{"a":' * 100_000 + "1" + "}" * 100_000)
+        needle = "MAX_JSON_DEPTH"
+    else:
+        yml = (paddlex_data / "PicoDet-S" / "inference.yml").read_text().replace("keep_top_k: 100", "keep_top_k: .inf")
+        assert ".inf" in yml
+        _pir_folder(model, yml)
+        needle = "NMS.keep_top_k is inf, not a finite number"
+    out = tmp_path / "out"
+    before = _outside(tmp_path, out)
+    start = time.process_time()
+    _one_line_error(_invoke("build", "-m", model, "--out", out), 3, needle)
+    assert time.process_time() - start < 20
+    assert _outside(tmp_path, out) == before
+    assert not out.exists() or [p for p in out.rglob("*")] == []
