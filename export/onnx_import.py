@@ -55,7 +55,7 @@ DYNAMIC_BATCH = 2                  # a dynamic first dimension is probed with 2,
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_]+")     # a valid identifier once X2Paddle prefixes it
 _UNSAFE_CHAR = re.compile(r"[^A-Za-z0-9_]")
 _UNSUPPORTED_OP_LINE = re.compile(r"^=+ (\S+) =+$")
-_PRINTED_ERROR = re.compile(r"^[A-Za-z_.]*(Error|Exception)\b.*:")
+_PRINTED_ERROR = re.compile(r"[A-Za-z_.]*(?:Error|Exception)\b")   # then a ':' later on the line (not `.*:`: quadratic)
 
 
 # --- loading and inspecting the ONNX model (no Paddle) -------------------------------------------
@@ -290,7 +290,8 @@ def _run_x2paddle(clean_onnx: Path, save_dir: Path, source: Path, timeout: float
 def _error_line(record: proc.ProcessRecord) -> str:
     """The last `SomethingError: ...` line X2Paddle or Paddle printed, else the output's tail."""
     for line in reversed((record.stdout + "\n" + record.stderr).splitlines()):
-        if _PRINTED_ERROR.match(line.strip()):
+        found = _PRINTED_ERROR.match(line.strip())
+        if found and ":" in line.strip()[found.end():]:
             return line.strip()[:300]
     return record.tail(2) or "no output"
 

@@ -20,11 +20,13 @@ post-processing (or serving) uses becomes a note.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
+from edgekit.core import limits
 from edgekit.contracts.preprocess import PreprocessSpec
 from edgekit.core.errors import EdgekitError, InputModelError
 from edgekit.tasks import TaskKind, make_task
@@ -33,9 +35,6 @@ if TYPE_CHECKING:                                   # pragma: no cover
     from edgekit.contracts.settings import InputSpec
 
 YML_NAME = "inference.yml"
-MAX_YML_BYTES = 8 << 20          # PP-OCRv5's rec file, 18k-character dictionary inline, is ~150 KB
-MAX_YML_DEPTH = 32               # PaddleX writes at most ~8 levels (Hpi dynamic shapes)
-MAX_YML_NODES = 1_000_000        # scalars and collections, aliases counted as what they expand to
 HINT_MANUAL = ("edgekit cannot reproduce it: write [preprocess] and [task] in edgekit.toml by hand "
                "(they override inference.yml)")
 HINT_EXPORT = "export the model again with PaddleX / PaddleOCR 3.x, or write [preprocess] and [task] in edgekit.toml"
@@ -83,6 +82,8 @@ def find_model_yml(model: Path) -> Path | None:
     """The inference.yml of a model folder, or beside a model file (inference.json, model.onnx, ...)."""
     model = Path(model)
     candidate = model / YML_NAME if model.is_dir() else model.with_name(YML_NAME)
+    if candidate.is_symlink():
+        limits.plain_file(candidate, InputModelError)
     return candidate if candidate.is_file() else None
 
 
@@ -103,9 +104,8 @@ def read_model_yml(path: Path, *, overridden: Collection[str] = ()) -> ModelDesc
 def _read_bytes(path: Path) -> bytes:
     try:
         size = path.stat().st_size
-        if size > MAX_YML_BYTES:
-            raise InputModelError(f"{path} is {size:,} bytes, beyond the limit MAX_YML_BYTES = {MAX_YML_BYTES:,}",
-                                  "an inference.yml is a few hundred KB at most: check that this is the model's file")
+        limits.check(InputModelError, f"{path} in bytes", size, "MAX_YML_BYTES",
+                     "an inference.yml is a few hundred KB at most: check that this is the model's file")
         return path.read_bytes()
     except OSError as exc:
         raise InputModelError(f"cannot read {path}: {exc.strerror}", "check the path") from exc
@@ -143,8 +143,8 @@ def _check_events(events, kinds) -> None:
     for event in events:
         if isinstance(event, (kinds.MappingStartEvent, kinds.SequenceStartEvent)):
             stack.append([event.anchor, 1])
-            if len(stack) - 1 > MAX_YML_DEPTH:
-                raise _Refusal(f"nests deeper than the limit MAX_YML_DEPTH = {MAX_YML_DEPTH}", HINT_EXPORT)
+            if len(stack) - 1 > limits.MAX_YML_DEPTH:
+                raise _Refusal(f"nests deeper than the limit MAX_YML_DEPTH = {limits.MAX_YML_DEPTH}", HINT_EXPORT)
             continue
         if isinstance(event, (kinds.MappingEndEvent, kinds.SequenceEndEvent)):
             anchor, count = stack.pop()
@@ -157,8 +157,8 @@ def _check_events(events, kinds) -> None:
         if anchor is not None:
             sizes[anchor] = count
         stack[-1][1] += count
-        if stack[-1][1] > MAX_YML_NODES:
-            raise _Refusal(f"expands to more than MAX_YML_NODES = {MAX_YML_NODES:,} values (aliases included)",
+        if stack[-1][1] > limits.MAX_YML_NODES:
+            raise _Refusal(f"expands to more than MAX_YML_NODES = {limits.MAX_YML_NODES:,} values (aliases included)",
                            HINT_EXPORT)
 
 
@@ -167,19 +167,32 @@ def _check_events(events, kinds) -> None:
 def _number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _Refusal(f"{where} is {value!r}, not a number")
+    try:
+        finite = math.isfinite(value)    # YAML's .inf / .nan, or an int beyond a double: no setting means that
+    except OverflowError:
+        finite = False
+    if not finite:
+        raise _Refusal(f"{where} is {value!r}, not a finite number")
     return float(value)
+
+
+# a decimal number, each character consumed by one path only (no backtracking: linear time on any text)
+_DECIMAL = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
 
 def _scale(value: Any, where: str) -> float:
     """A number, or the fraction PaddleOCR writes as a string ("1./255.") and evaluates: read here without eval."""
     if isinstance(value, str):
-        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]*(?:[eE][-+]?[0-9]+)?)\s*(?:/\s*([0-9]*\.?[0-9]*(?:[eE][-+]?[0-9]+)?))?\s*",
-                             value)
+        # split and strip, then one unambiguous pattern a part: linear in the text (issue 32: nested \s* went cubic)
+        parts = [part.strip() for part in value.split("/", 1)]
         try:
-            top = float(match.group(1))
-            value = top / float(match.group(2)) if match.group(2) else top
-        except (AttributeError, ValueError, ZeroDivisionError):
-            raise _Refusal(f"{where} is {value!r}, not a number or a fraction like 1./255.") from None
+            if not all(_DECIMAL.fullmatch(part) for part in parts):
+                raise ValueError(value)
+            top = float(parts[0])
+            value = top / float(parts[1]) if len(parts) == 2 else top
+        except (ValueError, ZeroDivisionError, OverflowError):
+            shown = value if len(value) <= 40 else value[:37] + "..."
+            raise _Refusal(f"{where} is {shown!r}, not a number or a fraction like 1./255.") from None
     value = _number(value, where)
     if not value > 0:
         raise _Refusal(f"{where} is {value:g}, not a positive number")

@@ -70,7 +70,8 @@ def locate(model: Path, params: Path | None) -> PirSource:
         raise InputModelError(f"model path {model} does not exist", "check the --model path")
     if model.is_dir():
         found = [model / n for n in PIR_NAMES if (model / n).is_file()] or sorted(model.glob("*.json"))
-        programs = [f for f in found if prog.is_pir_json(f)]
+        # files found in a folder someone handed over: no link may point the build at a file elsewhere
+        programs = [f for f in found if prog.is_pir_json(limits.plain_file(f, InputModelError))]
         if not programs:
             raise InputModelError(f"no PIR program (inference.json) in {model}", "point --model at a Paddle 3 model folder")
         model = programs[0]
@@ -83,8 +84,8 @@ def locate(model: Path, params: Path | None) -> PirSource:
 
 
 def _require_pir(path: Path) -> None:
-    """Untrusted input: read within the JSON limits (edgekit.core.limits), and shaped like a PIR program at the top."""
-    data = limits.read_json(path, InputModelError, PIR_FILE_HINT)
+    """Untrusted input: read within the JSON limits (edgekit.limits), and shaped like a PIR program at the top."""
+    data = limits.read_json(path, InputModelError, PIR_FILE_HINT, finite=False)
     base = data.get("base_code") if isinstance(data, dict) else None
     magic = base.get("magic") if isinstance(base, dict) else None
     if magic != "pir" or not isinstance(data.get("program"), dict):

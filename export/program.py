@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from contextlib import contextmanager
 from pathlib import Path
 
+from edgekit.core import limits
 from edgekit.core.errors import InputModelError
 
 MODEL_NAMES = ("__model__", "model", "inference.pdmodel", "model.pdmodel")
@@ -13,7 +13,13 @@ PARAM_NAMES = ("__params__", "params", "inference.pdiparams", "model.pdiparams")
 
 
 def is_pir_json(path: Path) -> bool:
-    """Paddle 3 saves PIR programs as JSON; the legacy ProgramDesc is binary protobuf."""
+    """Paddle 3 saves PIR programs as JSON; the legacy ProgramDesc is binary protobuf.
+
+    Untrusted input: a file that starts like JSON is read within edgekit.limits (MAX_JSON_BYTES before a byte is
+    parsed, MAX_JSON_DEPTH), and one beyond them is refused (InputModelError) rather than parsed; text that is not
+    JSON is simply not a PIR program."""
+    if not path.is_file():          # a FIFO would block the open
+        return False
     try:
         with path.open("rb") as handle:
             head = handle.read(256).lstrip()
@@ -22,12 +28,24 @@ def is_pir_json(path: Path) -> bool:
     if not head.startswith(b"{"):
         return False
     try:
-        json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        limits.check(InputModelError, f"{path} in bytes", path.stat().st_size, "MAX_JSON_BYTES")
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    try:
+        limits.parse_json(text, str(path), _NotJson, "", finite=False)
+    except _NotJson as exc:
+        if "MAX_JSON_DEPTH" in exc.message:
+            raise InputModelError(exc.message, exc.hint) from None
         return False
     return True
 
 
+class _NotJson(InputModelError):
+    """is_pir_json's private refusal: parse failures mean "not a PIR program", limits are refused."""
+
+
+PIR_FILE_HINT = "a PIR program is the inference.json Paddle 3 saved beside inference.pdiparams; check the file"
 PIR_HINT = ("build it with `edgekit build -m` (PIR programs are translated through Paddle 3); this reader takes "
             "legacy .pdmodel programs only")
 
@@ -161,8 +179,8 @@ def sibling_params(model_file: Path, has_parameters) -> Path | None:
     """The `.pdiparams` saved beside a program (.pdmodel or PIR .json), None for a program without parameters; a
     program that declares parameters but has no such file is refused."""
     sibling = model_file.with_suffix(".pdiparams")
-    if sibling.is_file():
-        return sibling
+    if sibling.is_file() or sibling.is_symlink():
+        return limits.plain_file(sibling, InputModelError)     # found by name: never through a link (issue 32)
     if has_parameters(model_file):
         raise InputModelError(f"no {sibling.name} beside {model_file.name}",
                               "pass --params with the parameters file saved with the model")

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import io
+import logging
+import signal
+import struct
+import subprocess
+import sys
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -9,6 +15,8 @@ import numpy as np
 
 from edgekit.core.errors import InputModelError
 from edgekit.model.runners import run_batched
+
+log = logging.getLogger(__name__)
 
 
 class LiteRunner:
@@ -34,3 +42,94 @@ class LiteRunner:
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         return run_batched(self.run_one, inputs, 1)
+
+
+class PerShapeRunner:
+    """The twin with one Paddle-Lite predictor per input shape (see the module's note on dynamic widths); the
+    `keep` most recently used stay loaded (each holds the model's weights)."""
+
+    def __init__(self, nb_file: Path, feeds: Sequence[str], keep: int = 8) -> None:
+        self.nb_file, self.feeds, self.keep, self.predictors = nb_file, list(feeds), keep, {}
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        key = tuple(tuple(inputs[name].shape[1:]) for name in self.feeds)
+        runner = self.predictors.pop(key, None) or LiteRunner(self.nb_file, self.feeds)
+        self.predictors[key] = runner                 # most recent last
+        while len(self.predictors) > self.keep:
+            self.predictors.pop(next(iter(self.predictors)))
+        return runner.run(inputs)
+
+
+TWIN_HINT = ("the bundle's x86 twin (host_twin.file) is damaged or crafted: rebuild the bundle with `edgekit build`, "
+             "or run its model.nb with --engine arm")
+
+
+class TwinProcess:
+    """The x86 twin in a child process (lite/_twin_child.py): what runs an untrusted bundle's twin (`run`, `ocr`,
+    `parity`). A crash of Paddle-Lite's native code ends the child, not the CLI: an InputModelError (exit 3) that
+    says so in one line. `per_shape`: one predictor per input shape, as PerShapeRunner (dynamic widths)."""
+
+    def __init__(self, nb_file: Path, feed_names: Sequence[str], *, per_shape: bool = False) -> None:
+        self.nb_file, self.feed_names = Path(nb_file), list(feed_names)
+        argv = [sys.executable, "-m", "edgekit.lite._twin_child", str(self.nb_file),
+                "per-shape" if per_shape else "one", *self.feed_names]
+        try:
+            # Lite logs a line on stderr for every predictor it makes: not the user's business
+            self.child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL)
+        except OSError as exc:
+            raise InputModelError(f"cannot start the x86 twin's process: {exc.strerror}",
+                                  "check the installation (./run recreates the venv)") from exc
+        self._answer()                     # the predictor loaded, or the reason it did not
+
+    def _died(self) -> InputModelError:
+        code = self.child.wait()
+        try:
+            how = f"died from {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
+        except ValueError:
+            how = f"died from signal {-code}"
+        return InputModelError(f"Paddle-Lite's x86 runtime crashed on {self.nb_file} ({how})", TWIN_HINT)
+
+    def _answer(self) -> list[np.ndarray]:
+        head = self.child.stdout.read(9)
+        if len(head) != 9:
+            raise self._died()
+        kind, size = head[:1], struct.unpack("<Q", head[1:])[0]
+        payload = self.child.stdout.read(size)
+        if len(payload) != size:
+            raise self._died()
+        if kind == b"E":
+            raise InputModelError(f"Paddle-Lite cannot run {self.nb_file} on this host "
+                                  f"({payload.decode(errors='replace')[:300]})",
+                                  "only x86 .nb files run on the host; ARM ones run on devices")
+        with np.load(io.BytesIO(payload), allow_pickle=False) as arrays:
+            return [arrays[f"arr_{i}"] for i in range(len(arrays.files))]
+
+    def run_one(self, feeds: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        buffer = io.BytesIO()
+        np.savez(buffer, **{name: np.ascontiguousarray(feeds[name]) for name in self.feed_names})
+        data = buffer.getvalue()
+        try:
+            self.child.stdin.write(struct.pack("<Q", len(data)) + data)
+            self.child.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise self._died() from None
+        return self._answer()
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        return run_batched(self.run_one, inputs, 1)
+
+    def close(self) -> None:
+        if self.child.poll() is None:
+            try:
+                self.child.stdin.close()
+                self.child.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.child.kill()
+                self.child.wait()
+
+    def __del__(self) -> None:
+        child = getattr(self, "child", None)
+        if child is not None and child.poll() is None:
+            child.kill()
+            child.wait()

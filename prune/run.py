@@ -53,7 +53,7 @@ def measure_nb(pruned: PrunedModel, work: Path, timeout: float) -> PrunedModel:
 def prune_to_folder(cfg: BuildConfig, prune_cfg: PruneConfig) -> tuple[Path, PrunedModel]:
     from edgekit.core import versions
 
-    destination = cfg.out_dir / cfg.model.name / "pruned"
+    destination = contracts.check_inside(cfg.out_dir, cfg.out_dir / cfg.model.name / "pruned", "the pruned model folder")
     with atomic.staging_dir(cfg.out_dir, ".edgekit-prune-") as work:
         pruned = prune_model(cfg, prune_cfg, work)
         (work / "nb").mkdir()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from edgekit.contracts.env import LITE_ARM_ENV
+from edgekit.contracts.files import NAME_TEXT, check_name
 from edgekit.contracts.settings import (CALIBRATION_ALGOS, NMS_CHOICES, BuildConfig, DataConfig, EmulationConfig,
                                         InputSpec, ModelConfig, ParityGates, QuantConfig, TaskConfig, load_toml)
 from edgekit.contracts.preprocess import PreprocessSpec
@@ -231,8 +232,7 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
     if m.get("factory") and not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", m["factory"]):
         raise ConfigError(f"factory {m['factory']!r} is not package.module:callable", "e.g. mypkg.models:create")
     name = m.get("name") or _default_name(m)
-    if not re.fullmatch(r"[\w.-]+", name):
-        raise ConfigError(f"model name {name!r} is not usable as a folder name", "use letters, digits, '.', '-' and '_'")
+    check_name(name, "model name", hint=f"pass --name (or [model] name) of {NAME_TEXT}")
     paddle_major = m.get("paddle", 2)
     if paddle_major not in (2, 3) or isinstance(paddle_major, bool):
         raise ConfigError(f"[model] paddle = {paddle_major!r} (--paddle) is not 2 or 3",

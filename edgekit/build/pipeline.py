@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from edgekit.build import stages
+from edgekit.contracts import files as contracts
 from edgekit.core import atomic
 from edgekit.build.bundle import Bundle
 from edgekit.build.config import is_paddle3_source
@@ -205,6 +206,7 @@ class BuildResult:
 
 def build(cfg: BuildConfig, progress: Progress = lambda stage, state: None, observe: Observer | None = None) -> BuildResult:
     chosen = plan(cfg)
+    contracts.check_inside(cfg.out_dir, cfg.bundle_dir, "the bundle folder")   # before anything is written
     try:
         cfg.out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

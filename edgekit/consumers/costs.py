@@ -90,5 +90,5 @@ def bench_bundles(paths: Sequence[Path]) -> dict:
         path = Path(path)
         if not path.is_dir():
             raise InputModelError(f"{path} is not a bundle folder", "pass folders written by edgekit build")
-        rows.append(row(path, bundle_mod.load(path).manifest))
+        rows.append(row(path, bundle_mod.load(path).manifest))   # typed at load: instruction_counts too
     return compare(rows)

@@ -180,7 +180,7 @@ def _samples(count: int) -> str:
 
 def replay_golden(path: Path) -> tuple[list[str], bool]:
     """Run the golden inputs through the bundle's x86 twin and apply the FP32 gates from the manifest."""
-    from edgekit.lite.runtime import LiteRunner
+    from edgekit.lite.runtime import TwinProcess
 
     bundle = locked(path, twin=True)
     m = bundle.manifest
@@ -192,7 +192,11 @@ def replay_golden(path: Path) -> tuple[list[str], bool]:
     lines, checks = [], []
     for group in golden_groups(bundle):      # a fresh predictor per group: a Lite x86 predictor keeps one width
         feeds, reference, names = golden_vectors(bundle, group)
-        twin = LiteRunner(path / m.host_twin.file, list(feeds)).run(feeds)
+        runner = TwinProcess(path / m.host_twin.file, list(feeds))     # untrusted: a crash is exit 3
+        try:
+            twin = runner.run(feeds)
+        finally:
+            runner.close()
         found = tolerance.checks("A", f"x86 twin .nb vs golden{group.label}", parity.compare(reference, twin, names))
         lines += [f"replaying {_samples(group.count)}{group.label} on {m.host_twin.file}"]
         lines += [c.line() for c in found]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import hashlib
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,7 @@ from edgekit.contracts import files as contracts
 from edgekit.core import atomic, limits
 from edgekit.model.artifacts import sha256_file
 from edgekit.build.bundle import MANIFEST
-from edgekit.core.errors import BundleError, ConfigError, SignatureError
+from edgekit.core.errors import BundleError, ConfigError, EdgekitError, SignatureError
 
 SCHEMA = "edgekit.assets/1"
 INDEX = "assets.json"
@@ -137,9 +138,50 @@ def verify_assets(folder: Path) -> list[str]:
             found = index.get("schema") if isinstance(index, dict) else type(index).__name__
             return [f"{INDEX} has schema {found!r}, expected {SCHEMA}"]
         listed = check_file_table(index.get("files"), folder / INDEX)
+        check_index(index, folder / INDEX)
     except BundleError as exc:
         return [f"{INDEX} unusable: {exc.message}"]
-    return file_problems(folder, listed, {INDEX, SIGNATURE}, INDEX)
+    return file_problems(folder, listed, {INDEX, SIGNATURE}, INDEX) or _versions(folder, index)
+
+
+# What an app's loader reads of assets.json (native/app/src/assets.cc), typed the same way on both sides: the rule
+# of docs/security.md ("What a signed set may contain").
+MODEL_ENTRY = {"name": contracts.NAME, "dir": contracts.PATH, "task": contracts.Nullable(contracts.STRING),
+               "target": contracts.STRING, "precision": contracts.STRING, "opt_version": contracts.STRING}
+INDEX_CONTENTS = {"runtime_required": {"opt_version": contracts.STRING}, "models": [MODEL_ENTRY]}
+
+
+def check_index(index: dict, file: Path) -> None:
+    """assets.json's fields as the app's loader reads them: a BundleError for the first that does not hold."""
+    contracts.conform(index, INDEX_CONTENTS, file)
+    names = [m["name"] for m in index["models"]]
+    if not names:
+        raise BundleError(f"{file}: models lists no model", "write the asset set again with `edgekit package`")
+    if len(set(names)) != len(names):
+        raise BundleError(f"{file}: models names one model twice ({', '.join(sorted(names))})",
+                          "write the asset set again with `edgekit package`")
+    for i, m in enumerate(index["models"]):
+        if f"{m['dir']}/model.nb" not in index["files"]:
+            raise BundleError(f"{file}: models[{i}] dir {m['dir']!r} has no model.nb in the file table",
+                              "write the asset set again with `edgekit package`")
+
+
+def _versions(folder: Path, index: dict) -> list[str]:
+    """Each model.nb's header names the opt version its entry and runtime_required say (the loader checks it too)."""
+    from edgekit.lite.nbfile import read_header
+
+    want = index["runtime_required"]["opt_version"]
+    problems = []
+    for m in index["models"]:
+        try:
+            found = read_header(folder / m["dir"] / "model.nb").opt_version
+        except EdgekitError as exc:
+            problems.append(f"model {m['name']}: {exc.message}")
+            continue
+        if found != m["opt_version"] or found != want:
+            problems.append(f"model {m['name']}: model.nb's header says opt {found}, {INDEX} says "
+                            f"{m['opt_version'] if found != m['opt_version'] else want}")
+    return problems
 
 
 # --- authenticity: an optional Ed25519 signature over assets.json (docs/security.md) --------------------------------
@@ -148,6 +190,7 @@ def verify_assets(folder: Path) -> list[str]:
 #        "public_key": <32-byte raw key, hex>, "signature": <64 bytes, hex>}; hex, so a C++ reader needs no base64.
 
 SIGNATURE_SCHEMA = "edgekit.signature/1"
+HEX = re.compile(r"[0-9a-f]+")
 
 
 def _read_key(path: Path, private: bool):
@@ -196,13 +239,18 @@ def check_signature(folder: Path, pubkey: Path | None) -> str:
             raise SignatureError(f"{folder} is not signed (no {SIGNATURE}) but --pubkey requires a signature", fix)
         return "unsigned: the checksums detect corruption, not tampering"
     record = limits.read_json(sig_file, SignatureError, fix)
-    try:
-        if record.get("schema") != SIGNATURE_SCHEMA or record.get("algorithm") != "ed25519":
-            raise ValueError("unknown schema or algorithm")
-        signer = bytes.fromhex(record["public_key"])
-        signature = bytes.fromhex(record["signature"])
-    except (AttributeError, KeyError, TypeError, ValueError) as exc:
-        raise SignatureError(f"{sig_file} is not an {SIGNATURE_SCHEMA} record ({exc})", fix) from None
+    # one spelling, as the app's loader reads it: these fields exactly, lowercase hex of the exact length
+    wrong = [] if isinstance(record, dict) else ["not an object"]
+    for name, want in (("schema", SIGNATURE_SCHEMA), ("algorithm", "ed25519"), ("signed", INDEX)):
+        if not wrong and record.get(name) != want:
+            wrong.append(f"{name} is not {want!r}")
+    for name, digits in (("public_key", 64), ("signature", 128)):
+        value = record.get(name) if not wrong else None
+        if not wrong and not (isinstance(value, str) and HEX.fullmatch(value) and len(value) == digits):
+            wrong.append(f"{name} is not {digits} lowercase hex digits")
+    if wrong:
+        raise SignatureError(f"{sig_file} is not an {SIGNATURE_SCHEMA} record ({wrong[0]})", fix)
+    signer, signature = bytes.fromhex(record["public_key"]), bytes.fromhex(record["signature"])
     key_id = hashlib.sha256(signer).hexdigest()[:16]
     if pubkey is None:
         return f"signed by key {key_id} (not checked: pass --pubkey KEY to check it)"

@@ -141,24 +141,6 @@ class Engine:
         return head
 
 
-class PerShapeRunner:
-    """The twin with one Paddle-Lite predictor per input shape (see the module's note on dynamic widths); the
-    `keep` most recently used stay loaded (each holds the model's weights)."""
-
-    def __init__(self, nb_file: Path, feeds: Sequence[str], keep: int = 8) -> None:
-        self.nb_file, self.feeds, self.keep, self.predictors = nb_file, list(feeds), keep, {}
-
-    def run(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        from edgekit.lite.runtime import LiteRunner
-
-        key = tuple(tuple(inputs[name].shape[1:]) for name in self.feeds)
-        runner = self.predictors.pop(key, None) or LiteRunner(self.nb_file, self.feeds)
-        self.predictors[key] = runner                 # most recent last
-        while len(self.predictors) > self.keep:
-            self.predictors.pop(next(iter(self.predictors)))
-        return runner.run(inputs)
-
-
 def free_width(shape: Sequence[int], spec: PreprocessSpec) -> tuple[int, ...]:
     """The model's declared input shape with the width free (-1) when the spec makes tensors of the line's width."""
     shape = tuple(shape)
@@ -305,10 +287,11 @@ def _start(path: Path, manifest: Manifest, feed: str, engines: Engines,
     kind = engines.kind_for(manifest)
     dynamic = spec is not None and spec.dynamic_width
     if kind is EngineKind.twin:
-        from edgekit.lite.runtime import LiteRunner
+        from edgekit.lite.runtime import TwinProcess
 
+        # an untrusted bundle's twin runs in a child: a crash of Lite's native code is exit 3, one line
         twin = path / manifest.host_twin.file
-        return (PerShapeRunner(twin, [feed]) if dynamic else LiteRunner(twin, [feed])), Engine.of(manifest, kind)
+        return TwinProcess(twin, [feed], per_shape=dynamic), Engine.of(manifest, kind)
     from edgekit.contracts.settings import InputSpec
 
     engine = Engine.of(manifest, kind, engines.settings.cpu)

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence, Tuple, Union
 
-from edgekit.core.errors import BundleError
+from edgekit.core.errors import BundleError, ConfigError
 from edgekit.core.tables import Precision, Target
 
 # ---------------------------------------------------------------- the files of a bundle
@@ -75,7 +76,26 @@ NAME_TEXT = "1-64 letters, digits, '_', '-' or '.', starting with a letter or di
 
 
 def safe_name(value: Json) -> bool:
+    """What a model, cell, setting or bundle name may be: the one rule (it becomes a folder name)."""
     return isinstance(value, str) and NAME_RULE.fullmatch(value) is not None
+
+
+def check_name(value: Json, what: str, error: type = ConfigError, hint: str = "") -> str:
+    """`value` when it is a usable name (safe_name), else `error` saying so: every reader of a name calls this."""
+    if not safe_name(value):
+        shown = repr(value) if len(repr(value)) <= 70 else repr(value)[:67] + "..."
+        raise error(f"{what} {shown} is not usable as a folder name", hint or f"use {NAME_TEXT}")
+    return value
+
+
+def check_inside(root: Path, path: Path, what: str, error: type = ConfigError) -> Path:
+    """`path` (built from `root` and names) when it stays inside `root` once links and '..' are resolved; else
+    `error`. Called before anything is written to or removed from a path built from a name."""
+    base, real = os.path.realpath(root), os.path.realpath(path)
+    if os.path.commonpath([base, real]) != base:
+        raise error(f"{what} {path} resolves to {real}, outside {root}",
+                    f"use names of {NAME_TEXT}, and an output folder without links leading out of it")
+    return Path(path)
 
 
 def safe_relative(value: Json) -> bool:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from edgekit.contracts.preprocess import PreprocessSpec
+from edgekit.core import limits
 from edgekit.core.errors import ConfigError
 from edgekit.contracts.prune import PruneConfig
 from edgekit.core.tables import IMPORT_MAX_ABS, IMPORT_MIN_COSINE, Precision, Target
@@ -165,10 +166,13 @@ def _jsonable(value: Any) -> Any:
 
 
 def load_toml(path: Path) -> dict:
+    """edgekit.toml or a matrix file: its size within limits.MAX_CONFIG_BYTES before it is parsed."""
+    if not Path(path).exists():
+        raise ConfigError(f"config file {path} does not exist", "check the --config path")
+    text = limits.read_text(path, ConfigError, "check the --config path", "MAX_CONFIG_BYTES")
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError as exc:
-        raise ConfigError(f"config file {path} does not exist", "check the --config path") from exc
+        return tomllib.loads(text)
+    except RecursionError:
+        raise limits.refuse(ConfigError, f"the nesting of {path}", "too deep to parse", "MAX_JSON_DEPTH") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}", "fix the syntax at the position given") from exc

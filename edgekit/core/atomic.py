@@ -85,10 +85,13 @@ def publish_dir(staged: Path, destination: Path, *, keep_existing: Callable[[Pat
         os.replace(destination, old)
     try:
         os.replace(staged, destination)
-    except OSError:
+    except BaseException as error:
+        # a Ctrl-C (KeyboardInterrupt) or SIGTERM (SystemExit) between the two renames too: the old folder goes
+        # back, never deleted with no new one in its place
         if old is not None and not destination.exists():
             os.replace(old, destination)
-        if keep_existing is not None and destination.exists() and keep_existing(destination):
+        if isinstance(error, OSError) and keep_existing is not None and destination.exists() \
+                and keep_existing(destination):
             return False        # lost a race to a writer of the same good content
         raise
     finally:

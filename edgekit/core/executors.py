@@ -29,6 +29,7 @@ import os
 import signal
 import sys
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -333,6 +334,52 @@ def _call(fn: Callable[..., Any], args: tuple) -> Any:
     return fn(*args)
 
 
+# `--ray auto` starts a cluster on this machine for this run: it listens on the loopback interface only, with Ray's
+# token authentication on whatever RAY_AUTH_MODE says (docs/security.md). Ray resolves 127.0.0.1 to the host's
+# reachable address unless it runs in its single-machine mode, which RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 selects;
+# RAY_AUTH_MODE unset (None here) makes ray.init turn token authentication on for a new local cluster, in this
+# process too.
+LOOPBACK = "127.0.0.1"
+LOCAL_RAY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_AUTH_MODE": None}
+
+
+@contextmanager
+def _local_ray_env(local: bool):
+    """LOCAL_RAY_ENV while a local cluster starts (its processes inherit it), then the environment as it was."""
+    if not local:
+        yield
+        return
+    saved = {name: os.environ.get(name) for name in LOCAL_RAY_ENV}
+    for name, value in LOCAL_RAY_ENV.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    constants = sys.modules.get("ray._private.ray_constants")
+    cluster = getattr(constants, "ENABLE_RAY_CLUSTER", None)
+    if cluster:                     # ray was imported before: its flag was read from the environment then
+        constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        if cluster:
+            constants.ENABLE_RAY_CLUSTER = cluster
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _check_loopback(ray) -> None:
+    """The local cluster's GCS listens on the loopback address, or it is stopped and refused (fail closed)."""
+    gcs = str(ray.get_runtime_context().gcs_address)
+    if gcs.rsplit(":", 1)[0] not in (LOOPBACK, "localhost"):
+        ray.shutdown()
+        raise ConfigError(f"the local Ray cluster listens on {gcs}, not on {LOOPBACK}",
+                          "start a cluster yourself (docs/security.md: Ray) and pass its address with --ray HOST:PORT")
+
+
 def import_ray():
     try:
         import ray
@@ -357,16 +404,20 @@ class RayExecutor(Executor):
 
     def __init__(self, address: str | None = None, workers: int | None = None, memory_mb: int = 0,
                  resources: Mapping[str, float] | None = None) -> None:
-        ray = self._ray = import_ray()
         self.address = address or "auto"
         self.local = self.address in ("auto", "local")
         self._started = False
+        with _local_ray_env(self.local):
+            ray = self._ray = import_ray()
         if not ray.is_initialized():
             try:
                 if self.local:
                     cpus = workers if workers and workers > 0 else default_workers(memory_mb)
-                    ray.init(num_cpus=cpus, resources=dict(resources or {}), include_dashboard=False,
-                             configure_logging=False, log_to_driver=False)
+                    with _local_ray_env(True):
+                        ray.init(num_cpus=cpus, resources=dict(resources or {}), include_dashboard=False,
+                                 configure_logging=False, log_to_driver=False, _node_ip_address=LOOPBACK)
+                    self._started = True
+                    _check_loopback(ray)
                 else:
                     ray.init(address=self.address, configure_logging=False, log_to_driver=False)
             except (ConnectionError, RuntimeError, ValueError) as exc:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -15,11 +17,28 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".webp")
 def image_entries(folder: Path) -> list[tuple[Path, str | None]]:
     """All images below `folder`: (path, class folder name or None), sorted for reproducibility."""
     found = []
-    for path in sorted(folder.rglob("*")):
-        if path.suffix.lower() in IMAGE_SUFFIXES and path.is_file():
+    for path in sorted(_plain_files(folder)):
+        if path.suffix.lower() in IMAGE_SUFFIXES:
             rel = path.relative_to(folder)
             found.append((path, rel.parts[0] if len(rel.parts) > 1 else None))
     return found
+
+
+def _plain_files(folder: Path) -> list[Path]:
+    """The regular files below `folder`; a symbolic link (to a file or a folder) or a special file there is refused:
+    data someone else hands over must not make edgekit read, and copy into a bundle, files from elsewhere."""
+    files = []
+    for parent, dirs, names in os.walk(folder, followlinks=False):
+        for name in dirs + names:
+            path = Path(parent) / name
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode) or not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                kind = "a symbolic link" if stat.S_ISLNK(mode) else "a special file"
+                raise DataError(f"{path} in the data folder {folder} is {kind}",
+                                "copy the file itself into the folder (links and special files are not followed)")
+            if stat.S_ISREG(mode):
+                files.append(path)
+    return files
 
 
 def decode_image(path: Path) -> np.ndarray:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 from pathlib import Path
 from typing import Any, Sequence, Type
 
@@ -31,6 +33,10 @@ PIXELS_PER_BYTE = {"jpeg": "MAX_JPEG_PIXELS_PER_BYTE", "bmp": "MAX_BMP_PIXELS_PE
 MAX_RESIZE_SIDE = 8192              # preprocess resize / crop, per side, in pixels
 MAX_JSON_BYTES = 16 << 20           # manifest.json, preprocess.json, task.json, assets.json: 16 MiB
 MAX_JSON_DEPTH = 64                 # nesting of objects and arrays in those files
+MAX_CONFIG_BYTES = 1 << 20          # edgekit.toml, matrix files: 1 MiB
+MAX_YML_BYTES = 8 << 20             # inference.yml (PaddleX): PP-OCRv5's rec file, 18k-character dictionary inline, ~150 KB
+MAX_YML_DEPTH = 32                  # its nesting (PaddleX writes at most ~8 levels: Hpi dynamic shapes)
+MAX_YML_NODES = 1_000_000           # its scalars and collections, aliases counted as what they expand to
 MAX_NPZ_RATIO = 100                 # uncompressed / compressed bytes of one .npz member ...
 NPZ_RATIO_FLOOR = 16 << 20          # ... checked once a member expands beyond 16 MiB (small zero arrays compress well)
 
@@ -77,37 +83,77 @@ def check_image(error: Type[EdgekitError], what: str, width: int, height: int, *
 
 
 def json_depth(value: Any) -> int:
-    """Nesting depth of a parsed JSON value (scalars 0), without recursion."""
-    deepest, stack = 0, [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            item = list(item.values())
-        elif not isinstance(item, list):
-            continue
-        deepest = max(deepest, depth + 1)
-        if deepest > MAX_JSON_DEPTH:
-            return deepest
-        stack.extend((child, depth + 1) for child in item)
-    return deepest
+    """Nesting depth of a parsed JSON value (scalars 0), without recursion: level by level over the containers only
+    (a real PIR program, 230 KB, in ~10 ms)."""
+    depth, level = 0, [value] if isinstance(value, (dict, list)) else []
+    while level:
+        depth += 1
+        if depth > MAX_JSON_DEPTH:
+            return depth
+        below: list = []
+        for item in level:
+            below += [c for c in (item.values() if type(item) is dict else item) if type(c) in (dict, list)]
+        level = below
+    return depth
 
 
-def read_json(path: Path, error: Type[EdgekitError], hint: str) -> Any:
-    """A JSON file from untrusted input: size and depth within the limits, else `error` (with `hint` when unparsable)."""
+def _finite_float(text: str) -> float:
+    """A JSON number literal as a float; one that overflows (1e999) is refused, as native/'s reader refuses it."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is beyond a double's range (not finite)")
+    return value
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a JSON number (edgekit's JSON holds finite numbers only)")
+
+
+def parse_json(text: str, what: str, error: Type[EdgekitError], hint: str, *, finite: bool = True) -> Any:
+    """JSON text from untrusted input, parsed and within MAX_JSON_DEPTH; with `finite` (every edgekit file: bundles,
+    asset sets, specs), NaN, Infinity and literals that overflow a double are refused, as native/'s reader does."""
+    extra = {"parse_constant": _no_constant, "parse_float": _finite_float} if finite else {}
     try:
-        size = path.stat().st_size
-        check(error, f"{path} in bytes", size, "MAX_JSON_BYTES")
-        text = path.read_bytes().decode("utf-8")
+        value = json.loads(text, **extra)
+    except RecursionError:
+        raise refuse(error, f"the nesting of {what}", "too deep to parse", "MAX_JSON_DEPTH") from None
+    except ValueError as exc:
+        raise error(f"{what} is not valid JSON ({exc})", hint) from exc
+    depth = json_depth(value)
+    check(error, f"the nesting depth of {what}", depth, "MAX_JSON_DEPTH")
+    return value
+
+
+def read_text(path: Path, error: Type[EdgekitError], hint: str, limit: str = "MAX_JSON_BYTES") -> str:
+    """A UTF-8 text file from untrusted input, its size checked against `limit` before a byte is read."""
+    try:
+        size = Path(path).stat().st_size
+        check(error, f"{path} in bytes", size, limit)
+        return Path(path).read_bytes().decode("utf-8")
     except OSError as exc:
         raise error(f"cannot read {path}: {exc.strerror}", hint) from exc
     except UnicodeDecodeError as exc:
         raise error(f"{path} is not UTF-8 text", hint) from exc
+
+
+def read_json(path: Path, error: Type[EdgekitError], hint: str, *, finite: bool = True) -> Any:
+    """A JSON file from untrusted input: size and depth within the limits, else `error` (with `hint` when unparsable);
+    non-finite numbers refused unless `finite` is False (programs written by other tools)."""
+    return parse_json(read_text(path, error, hint), str(path), error, hint, finite=finite)
+
+
+LINK_HINT = "copy the file itself into the model folder (edgekit does not follow links out of a folder it is given)"
+
+
+def plain_file(path: Path, error: Type[EdgekitError], what: str = "") -> Path:
+    """`path` when it is a regular file, not a symbolic link nor a special file: a file edgekit finds by name in a
+    folder someone else handed over (a model folder), so a link cannot make it read a file from elsewhere."""
     try:
-        value = json.loads(text)
-    except RecursionError:
-        raise refuse(error, f"the nesting of {path}", "too deep to parse", "MAX_JSON_DEPTH") from None
-    except ValueError as exc:
-        raise error(f"{path} is not valid JSON ({exc})", hint) from exc
-    depth = json_depth(value)
-    check(error, f"the nesting depth of {path}", depth, "MAX_JSON_DEPTH")
-    return value
+        mode = os.lstat(path).st_mode
+    except OSError as exc:
+        raise error(f"cannot read {path}: {exc.strerror}", "check the path") from exc
+    if stat.S_ISLNK(mode):
+        raise error(f"{what or path} is a symbolic link ({path} -> {os.readlink(path)})", LINK_HINT)
+    if not stat.S_ISREG(mode):
+        raise error(f"{what or path} is not a regular file", LINK_HINT)
+    return Path(path)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from edgekit.contracts import files as contracts
 from edgekit.core import atomic, proc, versions
 from edgekit.build.config import ENV_KEYS
 from edgekit.contracts.manifest import Manifest
@@ -154,10 +155,10 @@ def load(path: Path) -> Matrix:
     for table in models_raw:
         unknown = set(table) - MODEL_KEYS
         name = table.get("name")
-        if not isinstance(name, str) or not re.fullmatch(r"[\w.-]+", name) or unknown:
-            raise ConfigError(f"{path}: a [[model]] has " + (f"unknown key(s) {', '.join(sorted(unknown))}" if unknown
-                              else "no usable name"), f"give each a name (letters, digits, . _ -) and only "
-                              f"{', '.join(sorted(MODEL_KEYS))}")
+        if unknown:
+            raise ConfigError(f"{path}: a [[model]] has unknown key(s) {', '.join(sorted(unknown))}",
+                              f"give each a name and only {', '.join(sorted(MODEL_KEYS))}")
+        contracts.check_name(name, f"{path}: [[model]] name", hint=f'write name = "..." of {contracts.NAME_TEXT}')
         if name in names:
             raise ConfigError(f"{path}: model name {name!r} appears twice", "give every [[model]] its own name")
         names.add(name)
@@ -171,9 +172,10 @@ def load(path: Path) -> Matrix:
     settings = [Setting(str(s.get("name", "")), _strings(s.get("args", []), "args", path))
                 for s in raw.get("setting", [])] or [Setting()]
     for s, table in zip(settings, raw.get("setting", [])):
-        if set(table) - SETTING_KEYS or not re.fullmatch(r"[\w.-]+", s.name):
-            raise ConfigError(f"{path}: a [[setting]] needs a name (letters, digits, . _ -) and only args",
+        if set(table) - SETTING_KEYS:
+            raise ConfigError(f"{path}: a [[setting]] needs a name and only args",
                               'write [[setting]] name = "..." args = ["--flag"]')
+        contracts.check_name(s.name, f"{path}: [[setting]] name", hint=f'write name = "..." of {contracts.NAME_TEXT}')
     if len({s.name for s in settings}) != len(settings):
         raise ConfigError(f"{path}: two [[setting]] tables share a name", "give every setting its own name")
     timeout = raw.get("timeout", 3600)
@@ -396,8 +398,9 @@ def _cached(out: Path, cell: Cell, key: str) -> dict | None:
     return row
 
 
-def _remove(path: Path) -> None:
-    """Take a stale bundle away in one rename (readers never see half of it), then delete it."""
+def _remove(path: Path, root: Path) -> None:
+    """Take a stale bundle away in one rename (readers never see half of it), then delete it; only inside `root`."""
+    contracts.check_inside(root, path, "a cell's bundle folder")
     if path.exists():
         gone = path.with_name(f".{path.name}.stale-{os.getpid()}")
         os.replace(path, gone)
@@ -426,6 +429,9 @@ def run(matrix: Matrix, out: Path, executor: Executor, *, cache_dir: Path | None
     computed now; a caller running several matrices over one checkout may take it once)."""
     environ = dict(os.environ if environ is None else environ)
     out = Path(out).absolute()
+    for cell in matrix.cells:       # paths built from names: inside --out, checked before anything is written
+        contracts.check_inside(out, cell.bundle_dir(out), f"cell {cell.id}'s bundle folder")
+        contracts.check_inside(out, _row_path(out, cell), f"cell {cell.id}'s row")
     start = time.monotonic()
     tools, environment = versions.collect(), build_environment(environ)
     source = source or source_digest()
@@ -465,7 +471,7 @@ def run(matrix: Matrix, out: Path, executor: Executor, *, cache_dir: Path | None
                    type(outcome.error).__name__}
         row.update(_identity(cell), key=key, attempts=attempt)
         if row["status"] == "failed":
-            _remove(cell.bundle_dir(out))      # an older bundle of this cell no longer matches its inputs
+            _remove(cell.bundle_dir(out), out)      # an older bundle of this cell no longer matches its inputs
         atomic.write_json(_row_path(out, cell), row)
         rows[i] = row
         progress(row["status"], cell, row)

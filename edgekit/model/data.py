@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -122,7 +123,8 @@ def _npy_header(handle, what: str, error) -> tuple[tuple[int, ...], np.dtype]:
             raise ValueError(f"format version {version}")
         read = npformat.read_array_header_1_0 if version == (1, 0) else npformat.read_array_header_2_0
         shape, _fortran, dtype = read(handle)
-    except (ValueError, OSError, EOFError) as exc:
+    except (ValueError, OSError, EOFError, SyntaxError, tokenize.TokenError) as exc:
+        # numpy tokenizes the header's dict: one never closed is a TokenError, not a ValueError
         raise error(f"cannot read tensors from {what}: not a .npy array numpy can read ({exc})",
                     "write it with numpy.save") from exc
     if dtype.hasobject:

@@ -18,7 +18,8 @@ import numpy as np
 
 from edgekit.contracts.settings import BuildConfig, InputSpec
 from edgekit.model.data import Samples, load_samples, read_labels, spread_indices
-from edgekit.core.errors import ConfigError, DataError
+from edgekit.core import limits
+from edgekit.core.errors import ConfigError, DataError, InputModelError
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,11 @@ def synthetic(feeds: Sequence[InputSpec], count: int, layout: str = "NCHW") -> S
     inputs = {}
     for spec in feeds:
         shape = spec.concrete(count)
+        # the dims come from the model (a PIR program names any): bounded before numpy allocates them
+        if not all(isinstance(d, (int, np.integer)) and d > 0 for d in shape):
+            raise InputModelError(f"input {spec.name!r} has shape {list(spec.shape)}: synthetic data needs positive "
+                                  "sizes except the batch", "fix the model's input shape or pass --input with sizes")
+        limits.check_tensor(InputModelError, f"synthetic data for input {spec.name!r}", shape, np.dtype(spec.dtype).itemsize)
         inputs[spec.name] = rng.standard_normal(shape).astype(spec.dtype) if spec.dtype.startswith("float") \
             else rng.integers(0, 2, shape).astype(spec.dtype)
     samples = Samples(inputs, None, (), "synthetic N(0,1), seed 0")

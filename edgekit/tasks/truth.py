@@ -9,12 +9,11 @@ everything needed to score a model on it:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from edgekit.core import atomic
+from edgekit.core import atomic, limits
 from edgekit.core.errors import DataError, EdgekitError
 
 from .base import Task
@@ -57,12 +56,8 @@ def read_truth(path: Path, samples: int | None = None) -> Truth:
     from . import make_task
 
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DataError(f"cannot read ground truth {path}: {exc.strerror}", "check the path") from exc
-    except ValueError as exc:
-        raise DataError(f"ground truth {path} is not valid JSON: {exc}", "regenerate it with the evaluation data") from exc
+    # evaluation data someone else may have made: within the JSON limits (its numbers as written: not a bundle file)
+    raw = limits.read_json(path, DataError, "regenerate it with the evaluation data", finite=False)
     if not isinstance(raw, dict) or raw.get("format") != TRUTH_FORMAT:
         raise DataError(f"{path} is not an edgekit truth file (format {TRUTH_FORMAT})",
                         "write it with edgekit.tasks.write_truth, or remove it")

@@ -168,7 +168,10 @@ def measure_on_device(runtime, cpu: str, nb_file: Path, feeds: Mapping[str, Path
     suite recomputes every figure it reports."""
     from edgekit.verify.emulator import Emulator
 
-    sample = {name: np.load(file, allow_pickle=False)[:1] for name, file in feeds.items()}
+    from edgekit.core.errors import BundleError
+    from edgekit.model.data import read_npy
+
+    sample = {name: read_npy(file, BundleError)[:1] for name, file in feeds.items()}     # a bundle's golden input
     emulator = Emulator(runtime.abi, runtime.lite, runtime.build, cpu, 1, timeout)
     found = measure(emulator, nb_file, sample, profiles=[cpu], rows=rows)
     found["input"] = "golden input 0"

@@ -56,6 +56,16 @@ EK_TEST(json, numbers_are_shortest_round_trip) {
   EK_CHECK_EQ(Json::parse(edgekit::json_number(third)).as_number(), third);
 }
 
+// Issue 32: a literal beyond a double's range was read as infinity; edgekit's JSON holds finite numbers only, and
+// Python's reader refuses the same literals. Underflow is not an error (it reads as 0, as in Python).
+EK_TEST(json, numbers_beyond_a_double_are_refused) {
+  EK_CHECK_ERROR(Json::parse("1e999"), input, "beyond a double's range (not finite)");
+  EK_CHECK_ERROR(Json::parse("[-1e400]"), input, "not finite");
+  EK_CHECK_ERROR(Json::parse("{\"scale\": 1" + std::string(400, '0') + "}"), input, "not finite");
+  EK_CHECK_EQ(Json::parse("1.7976931348623157e+308").as_number(), std::numeric_limits<double>::max());
+  EK_CHECK_EQ(Json::parse("1e-400").as_number(), 0.0);
+}
+
 EK_TEST(json, strings_escape_and_unescape) {
   const std::string text = "quote \" backslash \\ tab \t newline \n bell \x07 utf8 \xc3\xa9";
   const std::string dumped = Json(text).dump();

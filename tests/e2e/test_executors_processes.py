@@ -71,3 +71,28 @@ def test_ray_local_executor(tmp_path):
         assert on_ray.slots(Resources(cpus=1)) == 2 and on_ray.slots(Resources(cpus=2)) == 1
         _check(on_ray, tmp_path)
     assert not ray.is_initialized()
+
+
+def test_a_local_ray_cluster_listens_on_loopback_with_token_auth(monkeypatch):
+    """Issue 32: `--ray auto` started a cluster listening on every interface; with RAY_AUTH_MODE=disabled (the test
+    clusters' setting) any host could connect and run a task. Now: 127.0.0.1 only, token auth on regardless."""
+    import socket
+
+    ray = pytest.importorskip("ray")
+    from ray._private.authentication.authentication_utils import is_token_auth_enabled
+
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    with executors.RayExecutor("auto", workers=1):
+        gcs = ray.get_runtime_context().gcs_address
+        host, port = gcs.rsplit(":", 1)
+        assert host == "127.0.0.1", gcs
+        assert is_token_auth_enabled()
+        socket.create_connection(("127.0.0.1", int(port)), timeout=5).close()
+        from ray._private.services import node_ip_address_from_perspective
+
+        reachable = node_ip_address_from_perspective()      # where Ray listened before (every interface)
+        for address in [reachable] if not reachable.startswith("127.") else []:
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection((address, int(port)), timeout=5).close()
+    assert not ray.is_initialized()
+    assert os.environ["RAY_AUTH_MODE"] == "disabled" and "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" not in os.environ

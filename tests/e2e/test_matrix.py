@@ -132,6 +132,13 @@ def test_the_cli_reports_each_cell(spec, cli, runs):
         assert "cached digits/arm64-int8" in result.output and "3 cells (2 cached, 1 failed)" in result.output
 
 
+def _sigint_as_a_terminal_gives_it() -> None:
+    """In the child before exec: SIGINT at its default action. A background job of a non-interactive shell (`cmd &`
+    in a CI script) inherits SIGINT *ignored* (POSIX), and Python keeps an ignored SIGINT: the CLI then never sees
+    the Ctrl-C this test sends, and the matrix runs to the end (issue 32: exit 1, "lost under load")."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_leaves_only_complete_bundles(spec):
     import subprocess
     import sys
@@ -141,13 +148,19 @@ def test_ctrl_c_leaves_only_complete_bundles(spec):
     root, _ = spec
     out = root / "interrupted"
     child = subprocess.Popen([sys.executable, "-c", "from edgekit.cli import main; main()", "matrix", str(root / "m.toml"),
-                              "--out", str(out), "-j", "2"], stderr=subprocess.PIPE, text=True, start_new_session=True)
+                              "--out", str(out), "-j", "2"], stderr=subprocess.PIPE, text=True, start_new_session=True,
+                             preexec_fn=_sigint_as_a_terminal_gives_it)
     seen = []
     for line in child.stderr:
         seen.append(line)
         if "running digits/arm64-int8" in line:
             break
-    time.sleep(3.0)                              # the builds are inside their stages
+    # the event, not a number of seconds: a cell's build is inside its stages once its staging folder exists
+    # (pipeline.STAGING_PREFIX beside its bundle), however loaded the machine is
+    deadline = time.monotonic() + 600
+    while not list((out / "bundles").glob(".edgekit-staging-*")) and child.poll() is None:
+        assert time.monotonic() < deadline, "".join(seen)
+        time.sleep(0.05)
     os.killpg(child.pid, signal.SIGINT)          # what Ctrl-C sends to the terminal's foreground group
     rest = child.stderr.read()
     assert child.wait(timeout=60) == 130, "".join(seen) + rest

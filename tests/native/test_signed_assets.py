@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import shutil
 import struct
 import subprocess
@@ -155,3 +156,64 @@ def test_signed_digits_set_verifies_in_the_c_api(emulation, edgekit_cli, digits_
     signed = tmp_path / "assets"
     edgekit_cli(["package", digits_fp32, digits_int8, "--platform", "linux", "--out", signed, "--sign", private])
     _check_both_sides(build, signed, public, key_id, other, other_id, tmp_path / "cases")
+
+
+def _variants(signed: Path, tmp_path: Path) -> dict:
+    """Issue 32's probe: sets on which the two sides used to disagree; name -> (folder, checked with the key)."""
+    model = json.loads((signed / "assets.json").read_text())["models"][0]["dir"]
+    cases = {}
+
+    def copy(name):
+        return Path(shutil.copytree(signed, tmp_path / name, symlinks=True))
+
+    cases["unlisted"] = copy("unlisted")
+    (cases["unlisted"] / model / "extra.txt").write_text("x")
+    cases["file-link"] = copy("file-link")
+    (cases["file-link"] / model / "hostname").symlink_to("/etc/hostname")
+    cases["dir-link"] = copy("dir-link")
+    (cases["dir-link"] / model / "up").symlink_to(cases["dir-link"], target_is_directory=True)
+    cases["fifo"] = copy("fifo")
+    os.mkfifo(cases["fifo"] / model / "fifo")
+    for name, edit in {"signed-other": lambda r: r.update(signed="model.nb"),
+                       "spaced-hex": lambda r: r.update(public_key=" ".join(
+                           r["public_key"][i:i + 2] for i in range(0, 64, 2))),
+                       "upper-hex": lambda r: r.update(signature=r["signature"].upper())}.items():
+        cases[name] = copy(name)
+        record = json.loads((cases[name] / "assets.json.sig").read_text())
+        edit(record)
+        (cases[name] / "assets.json.sig").write_text(json.dumps(record))
+    for name, edit in {"dir-up": lambda i: i["models"][0].update(dir="../../.."),
+                       "runtime-null": lambda i: i.update(runtime_required=None),
+                       "upper-sha": lambda i: i["files"][f"{model}/model.nb"].update(
+                           sha256=i["files"][f"{model}/model.nb"]["sha256"].upper()),
+                       "no-bytes": lambda i: i["files"][f"{model}/model.nb"].pop("bytes"),
+                       "overflow": lambda i: i["runtime_required"].update(paddlelite=1e999)}.items():
+        cases[name] = copy(name)
+        (cases[name] / "assets.json.sig").unlink()            # unsigned sets, checked without a key
+        index = json.loads((cases[name] / "assets.json").read_text())
+        edit(index)
+        text = json.dumps(index, indent=2)
+        (cases[name] / "assets.json").write_text(text.replace("Infinity", "1e999"))
+    return cases
+
+
+def test_both_sides_agree_on_what_a_set_may_contain(emulation, edgekit_cli, tmp_path):
+    """docs/security.md's rule, on both readers: exactly the listed regular files, no links or special files, one
+    spelling of hex and paths, finite numbers. Each crafted set is refused by the C API and by package --verify."""
+    _, build = emulation("host")
+    if "EDGEKIT_HAVE_SIGNATURES:INTERNAL=ON" not in (build.root / "CMakeCache.txt").read_text(errors="replace"):
+        pytest.skip("the host build found no libsodium (apt-get install libsodium-dev, or native/install-deps.sh)")
+    private, public, _ = _keys(tmp_path, "key")
+    signed = tmp_path / "assets"
+    edgekit_cli(["package", _make_bundle(tmp_path / "b"), "--platform", "linux", "--out", signed, "--sign", private],
+                timeout=300)
+    assert _capi(build, signed, public)[0] == 0 and _python_verify(signed, public) == 0
+    agreed = {}
+    for name, folder in _variants(signed, tmp_path / "cases").items():
+        key = public if (folder / "assets.json.sig").exists() else None
+        capi, _, stderr = _capi(build, folder, key)
+        python = _python_verify(folder, key)
+        assert capi != 0 and python != 0, (name, capi, python, stderr)
+        assert "\n" not in stderr.strip(), (name, stderr)
+        agreed[name] = (capi, python)
+    assert len(agreed) == 12

@@ -56,3 +56,29 @@ def test_staging_dir_is_removed_on_failure(tmp_path):
             (staged / "partial").write_text("z")
             raise ValueError
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+def test_ctrl_c_between_the_two_renames_keeps_the_old_folder(tmp_path, monkeypatch, interrupt):
+    """Issue 32: Ctrl-C (or SIGTERM, which the CLI turns into SystemExit) after the old bundle was moved aside and
+    before the new one was moved in used to delete the old one too: no bundle at all."""
+    import os
+
+    destination, staged = tmp_path / "bundle", tmp_path / "staged"
+    destination.mkdir()
+    (destination / "model.nb").write_text("old")
+    staged.mkdir()
+    (staged / "model.nb").write_text("new")
+    real, calls = os.replace, []
+
+    def replace(src, dst):
+        calls.append((src, dst))
+        if len(calls) == 2:              # the second rename: staged -> destination
+            raise interrupt()
+        return real(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", replace)
+    with pytest.raises(interrupt):
+        atomic.publish_dir(staged, destination)
+    assert (destination / "model.nb").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "staged"]

@@ -77,7 +77,7 @@ def test_folder_digests_see_names_and_content(tmp_path):
     ('precisions = ["int4"]\n[[model]]\nname = "m"\n', "precision 'int4'"),
     ('[[model]]\nname = "m"\n[[model]]\nname = "m"\n', "appears twice"),
     ('[[model]]\nname = "m"\nflags = ["x"]\n', "unknown key"),
-    ('[[model]]\nname = "a b"\n', "no usable name"),
+    ('[[model]]\nname = "a b"\n', "name 'a b' is not usable as a folder name"),
     ('[[model]]\nname = "m"\nargs = "--no-fold"\n', "not a list of strings"),
     ('colour = 1\n[[model]]\nname = "m"\n', "unknown key"),
     ('timeout = -1\n[[model]]\nname = "m"\n', "timeout"),

@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from edgekit.core import limits
+
 from edgekit.build import config
 from edgekit.contracts.settings import InputSpec, load_toml
 from edgekit.contracts.preprocess import PreprocessSpec
@@ -318,12 +320,12 @@ def test_malformed_files_are_one_line_errors(tmp_path):
 
 
 def test_huge_deep_and_exploding_files_are_refused_before_loading(tmp_path, monkeypatch):
-    deep = "a: " + "[" * (paddlex.MAX_YML_DEPTH + 2) + "]" * (paddlex.MAX_YML_DEPTH + 2) + "\n"
+    deep = "a: " + "[" * (limits.MAX_YML_DEPTH + 2) + "]" * (limits.MAX_YML_DEPTH + 2) + "\n"
     assert "MAX_YML_DEPTH" in refused(tmp_path, deep)
     laughs = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     laughs += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]    # 10^9 values
     assert "MAX_YML_NODES" in refused(tmp_path, "\n".join(laughs) + "\n")
-    monkeypatch.setattr(paddlex, "MAX_YML_BYTES", 100)
+    monkeypatch.setattr(limits, "MAX_YML_BYTES", 100)
     assert "MAX_YML_BYTES" in refused(tmp_path, "Global: {model_name: " + "x" * 200 + "}\n")
 
 

@@ -51,17 +51,36 @@ std::string text_member(const Json& object, const std::string& key, const std::s
   return value.as_string();
 }
 
-// A listed path must stay inside the folder: relative, no "..", no empty parts.
+// A listed path must stay inside the folder: relative POSIX, no "..", ".", empty parts, backslash or NUL, at most
+// 1024 bytes and 255 a part (Python's edgekit.contracts.safe_relative, docs/security.md).
 bool safe_relative(const std::string& rel) {
-  if (rel.empty() || rel.front() == '/' || rel.find('\\') != std::string::npos) return false;
+  if (rel.empty() || rel.size() > 1024 || rel.front() == '/' || rel.find('\\') != std::string::npos ||
+      rel.find('\0') != std::string::npos) {
+    return false;
+  }
   std::size_t start = 0;
   while (start <= rel.size()) {
     const std::size_t end = std::min(rel.find('/', start), rel.size());
     const std::string part = rel.substr(start, end - start);
-    if (part.empty() || part == "." || part == "..") return false;
+    if (part.empty() || part == "." || part == ".." || part.size() > 255) return false;
     start = end + 1;
   }
   return true;
+}
+
+// A model name (it is a folder name): 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit
+// (Python's edgekit.contracts.NAME_RULE).
+bool safe_name(const std::string& name) {
+  const auto alnum = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (name.empty() || name.size() > 64 || !alnum(name.front())) return false;
+  return std::all_of(name.begin(), name.end(), [&](char c) { return alnum(c) || c == '_' || c == '-' || c == '.'; });
+}
+
+// 64 lowercase hex digits: the one spelling of a sha256 (Python writes hexdigest()).
+bool sha256_spelling(const std::string& text) {
+  return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
 }
 
 // Where `rel` really is: symlinks resolved (std::filesystem::weakly_canonical, so a missing
@@ -118,12 +137,13 @@ FileTable file_table(const std::string& root, const Json& doc, const std::string
     }
     const Json* sha = meta.is_object() ? meta.find("sha256") : nullptr;
     const Json* bytes = meta.is_object() ? meta.find("bytes") : nullptr;
-    const bool has_bytes = bytes == nullptr || (bytes->is_integer() && bytes->as_int() >= 0);
-    if (!sha || !sha->is_string() || sha->as_string().size() != 64 || !has_bytes) {
-      refuse(Refusal::schema, index_name + " entry \"" + rel + "\" lacks a sha256 (64 hex digits) or a byte count",
+    const bool has_bytes = bytes != nullptr && bytes->is_integer() && bytes->as_int() >= 0;
+    if (!sha || !sha->is_string() || !sha256_spelling(sha->as_string()) || !has_bytes) {
+      refuse(Refusal::schema,
+             index_name + " entry \"" + rel + "\" lacks a sha256 (64 lowercase hex digits) or a byte count",
              repackage_hint(kind));
     }
-    Listed listed{sha->as_string(), bytes ? static_cast<std::uint64_t>(bytes->as_int()) : UINT64_MAX,
+    Listed listed{sha->as_string(), static_cast<std::uint64_t>(bytes->as_int()),
                   resolve_inside(root, rel, index_name, kind)};
     table.emplace(rel, listed);
   }
@@ -160,17 +180,32 @@ void verify_files(const FileTable& table, AssetKind kind, AssetSet& out) {
   }
 }
 
-// A bundle lists every file but its manifest (edgekit inspect refuses extras too).
-void refuse_unlisted(const std::string& root, const FileTable& table) {
+// A set (or bundle) holds exactly the files its index lists, besides the index itself (and, for an asset set,
+// assets.json.sig): no symbolic link (to a file or a folder, wherever it points), no special file, no unlisted
+// file. Python's package --verify and edgekit inspect apply the same rule (docs/security.md).
+void refuse_unlisted(const std::string& root, const FileTable& table, AssetKind kind) {
+  const std::string index_name = kind == AssetKind::asset_set ? kAssetsIndex : kBundleManifest;
   std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    if (!it->is_regular_file(ec)) continue;
-    const std::string rel = fs::relative(it->path(), root, ec).generic_string();
-    if (rel == kBundleManifest || table.count(rel)) continue;
-    refuse(Refusal::schema, rel + " is not in manifest.json's file table",
-           "remove it, or rebuild the bundle with `edgekit build`");
+  auto it = fs::recursive_directory_iterator(root, fs::directory_options::none, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const std::string rel = it->path().lexically_relative(root).generic_string();
+    const fs::file_status status = it->symlink_status(ec);
+    if (ec) break;
+    if (fs::is_symlink(status)) {
+      refuse(Refusal::schema, rel + " is a symbolic link; a set holds its own files, never links",
+             "replace the link by the file itself; " + repackage_hint(kind));
+    }
+    if (fs::is_directory(status)) continue;
+    if (!fs::is_regular_file(status)) {
+      refuse(Refusal::schema, rel + " is not a regular file (a FIFO, socket or device)", repackage_hint(kind));
+    }
+    const bool own = rel == index_name || (kind == AssetKind::asset_set && rel == kSignatureFile);
+    if (!own && !table.count(rel)) {
+      refuse(Refusal::schema, rel + " is not in " + index_name + "'s file table",
+             "remove it, or " + repackage_hint(kind));
+    }
   }
+  if (ec) refuse(Refusal::schema, "cannot list " + root + ": " + ec.message(), repackage_hint(kind));
 }
 
 // The model's files the app reads, by their path relative to the index.
@@ -229,6 +264,10 @@ ModelAssets model_entry(const Json& entry, const std::string& where, AssetKind k
   if (!entry.is_object()) refuse(Refusal::schema, where + " is not an object", repackage_hint(kind));
   ModelAssets m;
   m.name = text_member(entry, "name", where, kind);
+  if (!safe_name(m.name)) {
+    refuse(Refusal::schema, where + " name \"" + m.name + "\" is not 1-64 letters, digits, '_', '-' or '.'",
+           repackage_hint(kind));
+  }
   m.target = text_member(entry, "target", where, kind);
   m.precision = text_member(entry, "precision", where, kind);
   m.opt_version = text_member(entry, "opt_version", where, kind);
@@ -272,11 +311,13 @@ AssetSet open_asset_set(const std::string& root, const std::optional<std::string
     if (!safe_relative(dir)) refuse(Refusal::schema, where + " dir \"" + dir + "\" leaves the folder", repackage_hint(kind));
     if (!names.insert(m.name).second) refuse(Refusal::schema, "two models are named " + m.name, repackage_hint(kind));
     const Json& task = member(models.at(i), "task", where, kind);
+    if (!task.is_string() && !task.is_null()) refuse(Refusal::schema, where + " task is not a string or null", repackage_hint(kind));
     m.task = task.is_string() ? task.as_string() : "";
     m.dir = (fs::path(root) / dir).string();
     attach_files(m, root, dir, table, "model.nb", kind);
     set.models.push_back(std::move(m));
   }
+  refuse_unlisted(root, table, kind);
   verify_files(table, kind, set);
   check_versions(set);
   return set;
@@ -310,7 +351,7 @@ AssetSet open_bundle(const std::string& root, const std::optional<std::string>& 
   m.dir = root;
   set.opt_version = m.opt_version;
   const FileTable table = file_table(root, doc, kBundleManifest, kind);
-  refuse_unlisted(root, table);
+  refuse_unlisted(root, table, kind);
   attach_files(m, root, "", table, nb_name, kind);
   set.models.push_back(std::move(m));
   verify_files(table, kind, set);

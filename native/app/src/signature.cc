@@ -70,11 +70,11 @@ bool base64_decode(const std::string& text, std::vector<std::uint8_t>* out) {
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
 }
 
-// Exactly `size` bytes as 2 x size hex digits (either case, as Python's bytes.fromhex reads them).
+// Exactly `size` bytes as 2 x size lowercase hex digits, nothing else (no spaces, no upper case): the one spelling
+// Python's --verify accepts too (docs/security.md).
 bool hex_decode(const std::string& text, std::size_t size, std::vector<std::uint8_t>* out) {
   if (text.size() != 2 * size) return false;
   for (std::size_t i = 0; i < text.size(); i += 2) {

@@ -1,7 +1,10 @@
 // Crafted asset sets and images from issue 22: symlinks leaving the folder, golden
 // files that do not fit the golden index, images whose header promises gigabytes,
 // the JPEG Huffman table that overflows stb_image 2.27. Each is refused by name.
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -95,11 +98,13 @@ EK_TEST(untrusted, symlinks_must_stay_inside_the_folder) {
   write_file_atomic(outside.file("secret.txt"), "zero\none\n");
   const std::string root = write_set(dir, {{"labels.txt", "zero\none\n"}, {"copy.txt", "zero\none\n"}});
   EK_CHECK_EQ(open_assets(root, kVersion).files, std::int64_t{3});
-  // a link inside the folder is resolved and accepted
+  // issue 32: a set holds no links at all, not even one inside the folder (Python's --verify refuses it too)
   fs::remove(dir.file("m/copy.txt"));
   fs::create_symlink("labels.txt", dir.file("m/copy.txt"));
-  EK_CHECK_EQ(open_assets(root, kVersion).files, std::int64_t{3});
+  EK_CHECK_ERROR(open_assets(root, kVersion), model, "m/copy.txt is a symbolic link");
   // one that leaves it is not, though its bytes match the table
+  fs::remove(dir.file("m/copy.txt"));
+  write_set(dir, {{"labels.txt", "zero\none\n"}});
   fs::remove(dir.file("m/labels.txt"));
   fs::create_symlink(outside.file("secret.txt"), dir.file("m/labels.txt"));
   EK_CHECK_ERROR(open_assets(root, kVersion), model, "outside the folder (a symlink leaving it?)");
@@ -120,10 +125,12 @@ EK_TEST(untrusted, golden_files_must_be_verified_files) {
   test::TempDir dir;
   const std::string root = write_set(dir, {{"golden/golden.json", golden_json("../outside.npy", "")},
                                            {"golden/output_0.npy", npy_of({2, 2})}});
-  write_file_atomic(dir.file("outside.npy"), npy_of({2, 1, 2}));
   const AssetSet set = open_assets(root, kVersion);
   Model model(set.model("m"), std::make_unique<FakeEngine>());
   EK_CHECK_ERROR(GoldenSet(model.assets()).replay_vectors(model), model, "which is not one of its verified files");
+  // the file it names, put into the set unlisted, is refused as the set opens (issue 32)
+  write_file_atomic(dir.file("outside.npy"), npy_of({2, 1, 2}));
+  EK_CHECK_ERROR(open_assets(root, kVersion), model, "outside.npy is not in assets.json's file table");
 }
 
 // Issue 22: zero golden samples divided by zero (and passed), fewer samples than golden
@@ -227,4 +234,68 @@ EK_TEST(untrusted, golden_images_of_different_widths_have_a_file_each) {
   EK_CHECK(second.at("outputs").at(0).at("ok").as_bool());
   EK_CHECK_ERROR(golden.check_image(model, 1, ImageView::gray(narrow, 2, 2)), input,
                  "the preprocessed tensor has 4 values, ");
+}
+
+// Issue 32: the loader accepted what Python's package --verify refuses (an unlisted file, a link to a file or a
+// folder anywhere, a FIFO), and the reverse; one rule now (docs/security.md, "What a set may contain").
+EK_TEST(untrusted, a_set_holds_exactly_its_listed_regular_files) {
+  test::TempDir outside, dir;
+  write_file_atomic(outside.file("hostname"), "host\n");
+  const std::string root = write_set(dir, {{"labels.txt", "zero\none\n"}});
+  EK_CHECK_EQ(open_assets(root, kVersion).files, std::int64_t{2});
+  write_file_atomic(dir.file("m/extra.txt"), "x");
+  EK_CHECK_ERROR(open_assets(root, kVersion), model, "m/extra.txt is not in assets.json's file table");
+  fs::remove(dir.file("m/extra.txt"));
+  fs::create_symlink(outside.file("hostname"), dir.file("m/hostname"));
+  EK_CHECK_ERROR(open_assets(root, kVersion), model, "m/hostname is a symbolic link");
+  fs::remove(dir.file("m/hostname"));
+  fs::create_directory_symlink(outside.file(""), dir.file("m/linked"));
+  EK_CHECK_ERROR(open_assets(root, kVersion), model, "m/linked is a symbolic link");
+  fs::remove(dir.file("m/linked"));
+  EK_CHECK(::mkfifo(dir.file("m/fifo").c_str(), 0600) == 0);
+  EK_CHECK_ERROR(open_assets(root, kVersion), model, "m/fifo is not a regular file");
+  fs::remove(dir.file("m/fifo"));
+  EK_CHECK_EQ(open_assets(root, kVersion).files, std::int64_t{2});
+}
+
+// Issue 32: one spelling of names, paths, hashes and sizes in assets.json, as Python reads them.
+EK_TEST(untrusted, the_index_is_spelled_one_way) {
+  test::TempDir dir;
+  const std::string root = write_set(dir, {});
+  const Json good = Json::parse(read_file_text(dir.file("assets.json"), ExitCode::input));
+  const auto with = [&](const std::function<void(Json&)>& edit) {
+    Json doc = Json::parse(good.dump());
+    edit(doc);
+    write_file_atomic(dir.file("assets.json"), doc.dump(1));
+  };
+  const auto model_set = [](Json& doc, const char* key, const Json& value) {
+    Json models = doc.at("models");
+    Json m = models.at(0);
+    m.set(key, value);
+    Json list = Json::array();
+    list.push(m);
+    doc.set("models", list);
+  };
+  const auto entry_set = [](Json& doc, const char* key, const Json& value) {
+    Json files = doc.at("files");
+    Json e = files.at("m/model.nb");
+    e.set(key, value);
+    files.set("m/model.nb", e);
+    doc.set("files", files);
+  };
+  with([&](Json& d) { model_set(d, "name", Json("..")); });
+  EK_CHECK_ERROR(open_assets(root, kVersion), model, "name \"..\" is not 1-64 letters");
+  with([&](Json& d) { model_set(d, "task", Json(5)); });
+  EK_CHECK_ERROR(open_assets(root, kVersion), model, "task is not a string or null");
+  with([&](Json& d) { entry_set(d, "sha256", Json(std::string(64, 'A'))); });
+  EK_CHECK_ERROR(open_assets(root, kVersion), model, "lacks a sha256 (64 lowercase hex digits)");
+  with([&](Json& d) { Json files = d.at("files"); Json e = files.at("m/model.nb"); Json o = Json::object();
+                      o.set("sha256", e.at("sha256")); files.set("m/model.nb", o); d.set("files", files); });
+  EK_CHECK_ERROR(open_assets(root, kVersion), model, "or a byte count");
+  with([&](Json& d) { d.set("runtime_required", Json()); });
+  EK_CHECK_ERROR(open_assets(root, kVersion), model, "runtime_required");
+  with([&](Json&) {});
+  EK_CHECK_EQ(open_assets(root, kVersion).files, std::int64_t{1});
+  write_file_atomic(dir.file("assets.json"), "{\"schema\": \"edgekit.assets/1\", \"x\": 1e999}");
+  EK_CHECK_ERROR(open_assets(root, kVersion), model, "beyond a double's range (not finite)");
 }

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <locale>
@@ -213,7 +214,9 @@ class Parser {
     in.imbue(std::locale::classic());
     double value = 0;
     in >> value;
-    if (in.fail()) value = text[0] == '-' ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+    // A literal beyond a double's range (1e999) is refused, not read as infinity: edgekit's JSON holds finite
+    // numbers only, and Python's reader refuses the same literals (docs/security.md).
+    if (in.fail() || !std::isfinite(value)) fail("number " + text.substr(0, 40) + " is beyond a double's range (not finite)");
     return Json(value);
   }
 
