@@ -1,0 +1,1 @@
+"""Synthetic document pages with known blocks, for layout detectors (CDLA's ten classes)."""
