@@ -130,7 +130,7 @@ def with_truth(cfg: BuildConfig, samples: Samples) -> EvalSet:
             raise ConfigError(f"[task] kind is {cfg.task.kind} but {stored.path} holds {stored.task.kind.value} truth",
                               "drop [task] kind or use evaluation data of that task")
         task = make_task(stored.task.kind, {**stored.task.options(), **cfg.task.options}) if cfg.task.options else stored.task
-        return EvalSet(samples, task, tuple(stored.values))
+        return EvalSet(samples, _with_input(task, cfg, samples), tuple(stored.values))
     if samples.labels is not None:
         options = dict(cfg.task.options)
         if cfg.data.labels and (cfg.task.kind or "classification") == "classification":
@@ -138,6 +138,16 @@ def with_truth(cfg: BuildConfig, samples: Samples) -> EvalSet:
         return EvalSet(samples, make_task(cfg.task.kind or "classification", options),
                        tuple(int(v) for v in samples.labels))
     return EvalSet(samples)
+
+
+def _with_input(task, cfg: BuildConfig, samples: Samples):
+    """A task that decodes cells of the input (flattened detection heads) told the image tensor's height and width."""
+    images = [v for v in samples.inputs.values() if np.ndim(v) == 4]
+    if not hasattr(task, "with_input") or len(images) != 1:
+        return task
+    nhwc = cfg.data.preprocess is not None and cfg.data.preprocess.layout == "NHWC"
+    shape = images[0].shape
+    return task.with_input(*(shape[1:3] if nhwc else shape[2:4]))
 
 
 def evaluation_set(cfg: BuildConfig, feeds: Sequence[InputSpec], aliases: Mapping[str, str] | None = None,

@@ -17,10 +17,14 @@ task.json options (all validated here; the C++ core, native/core/src/detection.c
     max_detections = 100      # per image, after NMS
     f1_threshold = 0.5        # the score threshold of the F1 metric
     labels = ["circle", ...]  # class names (their count is the model's class count)
+    input_size = [800, 608]   # anchor_free: the input tensor's height and width; the build writes it from the data
 
-Model outputs. anchor_free: the class maps of every stride, then the box maps of every
-stride: `cls_i` [N, classes, H/s_i, W/s_i] and `reg_i` [N, 4 * (reg_max + 1), H/s_i, W/s_i]
-(sides left, top, right, bottom, in stride units). decoded: boxes [N, M, 4] (x0, y0, x1, y1
+Model outputs. anchor_free, in one of two layouts, told apart by the outputs' ranks:
+- maps: the class maps of every stride, then the box maps of every stride: `cls_i` [N, classes, H/s_i, W/s_i]
+  and `reg_i` [N, 4 * (reg_max + 1), H/s_i, W/s_i] (sides left, top, right, bottom, in stride units);
+- flattened (PaddleDetection's PicoDet exports without NMS): `cls_i` [N, h_i * w_i, classes], then `reg_i`
+  [N, h_i * w_i, 4 * (reg_max + 1)], the cells row-major over h_i x w_i = ceil(H / s_i) x ceil(W / s_i) of the
+  input H x W (`input_size`). decoded: boxes [N, M, 4] (x0, y0, x1, y1
 in input pixels) and scores [N, M, classes]. nms: PaddleDetection's `multiclass_nms3` outputs, rows
 [K, 6] of (class, score, x0, y0, x1, y1) in input pixels, the rows of all images one after the other,
 and the count per image [N] (integers), which splits them; each image's rows are taken as they are,
@@ -56,7 +60,7 @@ ACTIVATIONS = ("sigmoid", "none")
 NMS_KINDS = ("greedy", "matrix")
 OPTIONS = ("head", "strides", "reg_max", "cell_offset", "activation", "score_threshold", "nms_iou", "nms_top_k",
            "max_detections", "f1_threshold", "labels", "num_classes", "nms", "post_threshold", "use_gaussian",
-           "gaussian_sigma")
+           "gaussian_sigma", "input_size")
 BOX_SLACK = 0.5            # truth may reach half a pixel past the image edge (rounding of annotation tools)
 
 
@@ -273,6 +277,7 @@ class Detection(Task):
     post_threshold: float = 0.0       # matrix
     use_gaussian: bool = False        # matrix
     gaussian_sigma: float = 2.0       # matrix
+    input_size: tuple[int, ...] = ()  # anchor_free: (height, width) of the input tensor; () unknown
 
     kind = TaskKind.detection
     primary = "map50"
@@ -308,6 +313,11 @@ class Detection(Task):
         if not isinstance(gaussian, bool):
             raise ConfigError(f"task detection option use_gaussian = {gaussian!r} is not true or false",
                               "write use_gaussian = true or false")
+        size = options.get("input_size", ())
+        if not isinstance(size, (list, tuple)) or len(size) not in (0, 2) or not all(
+                isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 16384 for v in size):
+            raise ConfigError(f"task detection option input_size = {size!r} is not [height, width]",
+                              "e.g. input_size = [800, 608], or leave it out (the build takes it from the data)")
         return cls(head, tuple(strides), int(number_option(k, options, "reg_max", 7, 0, 64)),
                    number_option(k, options, "cell_offset", 0.5, 0.0, 1.0), activation,
                    number_option(k, options, "score_threshold", 0.05, 0.0, 1.0),
@@ -316,7 +326,16 @@ class Detection(Task):
                    int(number_option(k, options, "max_detections", 100, 1, 10000)),
                    number_option(k, options, "f1_threshold", 0.5, 0.0, 1.0), tuple(labels), num_classes, nms_kind,
                    number_option(k, options, "post_threshold", 0.0, 0.0, 1.0), gaussian,
-                   number_option(k, options, "gaussian_sigma", 2.0, 0.0, 1000.0))
+                   number_option(k, options, "gaussian_sigma", 2.0, 0.0, 1000.0), tuple(size))
+
+    def with_input(self, height: int, width: int) -> "Detection":
+        """The task with the input tensor's size, which flattened anchor-free heads need to lay out their cells;
+        unchanged when the size is already known or the head decodes no cells."""
+        if self.head != "anchor_free" or self.input_size:
+            return self
+        from dataclasses import replace
+
+        return replace(self, input_size=(int(height), int(width)))
 
     def options(self) -> dict:
         found = {"head": self.head, "activation": self.activation, "score_threshold": self.score_threshold,
@@ -326,6 +345,8 @@ class Detection(Task):
             del found["nms_iou"], found["nms_top_k"], found["activation"]
         if self.head == "anchor_free":
             found.update(strides=list(self.strides), reg_max=self.reg_max, cell_offset=self.cell_offset)
+            if self.input_size:
+                found["input_size"] = list(self.input_size)
         if self.nms_kind == "matrix" and self.head != "nms":
             found.update(nms="matrix", post_threshold=self.post_threshold, use_gaussian=self.use_gaussian,
                          gaussian_sigma=self.gaussian_sigma)
@@ -383,15 +404,34 @@ class Detection(Task):
             self._check_classes(scores.shape[2], "output 1")
             return boxes, (sigmoid(scores) if self.activation == "sigmoid" else scores)
         levels = len(self.strides)
+        flat = bool(outputs) and all(np.ndim(o) == 3 for o in outputs)
         if len(outputs) != 2 * levels:
+            if flat:
+                raise self._no_layout(shapes, f"{2 * levels} outputs wanted, the model gives {len(outputs)}")
             raise self._fail(f"expects {2 * levels} outputs ({levels} class maps, then {levels} box maps, for strides "
                              f"{list(self.strides)}), the model gives {len(outputs)}: {shapes}")
-        bins = 4 * (self.reg_max + 1)
-        all_boxes, all_scores, size = [], [], None
+        if not all(np.ndim(o) == 4 for o in outputs) and not flat:
+            raise self._no_layout(shapes, "neither all 4-D (maps) nor all 3-D (flattened)")
+        all_boxes, all_scores = [], []
+        for stride, h, w, scores, bins in (self._flat_levels(outputs, shapes) if flat else self._map_levels(outputs, shapes)):
+            n = scores.shape[0]
+            sides = dfl_sides(bins.reshape(n * h * w, bins.shape[2]), self.reg_max)
+            sides = sides.reshape(n, h * w, 4) * np.float32(stride)
+            rows, cols = np.divmod(np.arange(h * w), w)
+            cx = ((cols.astype(np.float32) + np.float32(self.cell_offset)) * np.float32(stride))[None, :]
+            cy = ((rows.astype(np.float32) + np.float32(self.cell_offset)) * np.float32(stride))[None, :]
+            all_boxes.append(np.stack([cx - sides[..., 0], cy - sides[..., 1], cx + sides[..., 2], cy + sides[..., 3]],
+                                      axis=2).astype(np.float32))
+            all_scores.append(sigmoid(scores) if self.activation == "sigmoid" else scores)
+        return np.concatenate(all_boxes, axis=1), np.concatenate(all_scores, axis=1)
+
+    def _map_levels(self, outputs: Sequence[np.ndarray], shapes: list):
+        """Per stride of the maps layout: (stride, h, w, scores [N, h*w, C], bins [N, h*w, 4 (reg_max + 1)])."""
+        levels, bins = len(self.strides), 4 * (self.reg_max + 1)
+        size = None
         for i, stride in enumerate(self.strides):
             cls_map, reg_map = np.asarray(outputs[i], np.float32), np.asarray(outputs[levels + i], np.float32)
-            if cls_map.ndim != 4 or reg_map.ndim != 4 or reg_map.shape[1] != bins \
-                    or cls_map.shape[2:] != reg_map.shape[2:] or cls_map.shape[0] != reg_map.shape[0]:
+            if reg_map.shape[1] != bins or cls_map.shape[2:] != reg_map.shape[2:] or cls_map.shape[0] != reg_map.shape[0]:
                 raise self._fail(f"output {i} (class map) and output {levels + i} (box map) of stride {stride} must be "
                                  f"[N, C, h, w] and [N, {bins}, h, w] (4 x (reg_max {self.reg_max} + 1)); got "
                                  f"{shapes[i]} and {shapes[levels + i]}")
@@ -402,16 +442,35 @@ class Detection(Task):
                 raise self._fail(f"output {i} is {h}x{w} at stride {stride} ({level_size[0]}x{level_size[1]} px), "
                                  f"earlier levels cover {size[0]}x{size[1]} px: the strides are wrong")
             size = level_size
-            scores = cls_map.reshape(n, c, h * w).transpose(0, 2, 1)
-            sides = dfl_sides(reg_map.reshape(n, bins, h * w).transpose(0, 2, 1).reshape(n * h * w, bins), self.reg_max)
-            sides = sides.reshape(n, h * w, 4) * np.float32(stride)
-            rows, cols = np.divmod(np.arange(h * w), w)
-            cx = ((cols.astype(np.float32) + np.float32(self.cell_offset)) * np.float32(stride))[None, :]
-            cy = ((rows.astype(np.float32) + np.float32(self.cell_offset)) * np.float32(stride))[None, :]
-            all_boxes.append(np.stack([cx - sides[..., 0], cy - sides[..., 1], cx + sides[..., 2], cy + sides[..., 3]],
-                                      axis=2).astype(np.float32))
-            all_scores.append(sigmoid(scores) if self.activation == "sigmoid" else scores)
-        return np.concatenate(all_boxes, axis=1), np.concatenate(all_scores, axis=1)
+            yield (stride, h, w, cls_map.reshape(n, c, h * w).transpose(0, 2, 1),
+                   reg_map.reshape(n, bins, h * w).transpose(0, 2, 1))
+
+    def _grids(self) -> list[tuple[int, int]]:
+        height, width = self.input_size
+        return [(-(-height // s), -(-width // s)) for s in self.strides]
+
+    def _flat_levels(self, outputs: Sequence[np.ndarray], shapes: list):
+        """Per stride of the flattened layout, as _map_levels; the cells' grid from input_size."""
+        if not self.input_size:
+            raise self._fail(f"flattened outputs {shapes} need the input's height and width to lay out their cells, "
+                             "and the task has no input_size")
+        levels, bins = len(self.strides), 4 * (self.reg_max + 1)
+        grids = self._grids()
+        for i, (stride, (h, w)) in enumerate(zip(self.strides, grids)):
+            scores, reg = np.asarray(outputs[i], np.float32), np.asarray(outputs[levels + i], np.float32)
+            if scores.shape[1] != h * w or reg.shape[1] != h * w or reg.shape[2] != bins or scores.shape[0] != reg.shape[0]:
+                raise self._no_layout(shapes, f"stride {stride} wants [N, {h * w}, C] and [N, {h * w}, {bins}]")
+            self._check_classes(scores.shape[2], f"output {i}")
+            yield stride, h, w, scores, reg
+
+    def _no_layout(self, shapes: list, why: str) -> DataError:
+        """Outputs that fit no anchor-free layout: the shapes seen and what each layout wanted."""
+        bins, strides = 4 * (self.reg_max + 1), list(self.strides)
+        flat = (f"flattened [N, h*w, C] x {len(strides)}, then [N, h*w, {bins}] x {len(strides)} with h x w = "
+                + ", ".join(f"{h}x{w}" for h, w in self._grids()) + f" (input {self.input_size[0]}x{self.input_size[1]})"
+                if self.input_size else f"flattened [N, h*w, C] then [N, h*w, {bins}] per stride (input size unknown)")
+        return self._fail(f"outputs {shapes} match no head layout ({why}); tried: maps [N, C, h, w] x "
+                          f"{len(strides)}, then [N, {bins}, h, w] x {len(strides)} for strides {strides}; {flat}")
 
     def _check_classes(self, count: int, where: str) -> None:
         if self.num_classes and count != self.num_classes:

@@ -88,9 +88,28 @@ def detection_cases(rng):
     yield "nms rows ties", nms, [tied, np.array([7], np.int32)], None
     yield "bad nms counts", nms, [rows, np.array([7, 0, 13], np.int32)], None
     yield "bad nms class", dict(nms, score_threshold=0.0), [rows * np.float32(2), counts], None
+    picodet = {"strides": [8, 16, 32, 64], "reg_max": 7, "activation": "none", "input_size": [72, 56],
+               "labels": ["a", "b", "c"], "score_threshold": 0.3}
+    flat = flat_head(rng, (72, 56), [8, 16, 32, 64], 3, 7, probabilities=True)
+    yield "flat probabilities", picodet, flat, None
+    yield "flat letterbox", picodet, flat, (PreprocessSpec(color="bgr", resize=(72, 56), resize_mode="letterbox"), (300, 120))
+    yield "flat logits", {"strides": [8, 16], "reg_max": 3, "input_size": [40, 24]}, \
+        flat_head(rng, (40, 24), [8, 16], 2, 3), None
+    yield "bad flat", picodet, flat[:3] + [flat[2]] + flat[4:], None
     yield "bad count", base, outputs[:5], None
     yield "bad bins", {"strides": [8, 16, 32], "reg_max": 5}, outputs, None
     yield "bad classes", {"strides": [8, 16, 32], "num_classes": 4}, outputs, None
+
+
+def flat_head(rng, size, strides, classes, reg_max, probabilities=False, batch=2):
+    """PicoDet-style flattened heads: [N, h*w, C] per stride, then [N, h*w, 4 (reg_max + 1)], h x w = ceil(size / s)."""
+    scores, bins = [], []
+    for s in strides:
+        cells = -(-size[0] // s) * -(-size[1] // s)
+        logits = rng.normal(-4, 2.5, (batch, cells, classes)).astype(np.float32)
+        scores.append((1 / (1 + np.exp(-logits))).astype(np.float32) if probabilities else logits)
+        bins.append(rng.normal(0, 2, (batch, cells, 4 * (reg_max + 1))).astype(np.float32))
+    return scores + bins
 
 
 def nms_rows_case(rng, counts):
@@ -218,8 +237,9 @@ def test_cases_exercise_what_they_claim(prepared):
     assert counts["dfl three strides"] > 20 and counts["letterbox wide"] == counts["letterbox tall"] == counts["stretch"]
     assert counts["nms rows"] == counts["nms rows letterbox"] and 0 < counts["nms rows"] < 19   # some under 0.1
     assert counts["nms rows capped"] == 4 + 0 + 4 and counts["nms rows none"] == 0 and counts["nms rows ties"] > 0
+    assert counts["flat probabilities"] > 10 and counts["flat logits"] > 5
     assert {n for n, e in zip(names, expected) if "error" in e} == {"bad count", "bad bins", "bad classes", "bad rank",
-                                                                     "bad nms counts", "bad nms class"}
+                                                                     "bad nms counts", "bad nms class", "bad flat"}
 
 
 LETTERBOX_SPECS = [

@@ -414,3 +414,63 @@ def test_the_model_nms_setting_is_auto_keep_or_cut(tmp_path):
     assert config('nms = "keep"').model.nms == "keep" and config('nms = "cut"').model.nms == "cut"
     with pytest.raises(ConfigError, match=r"\[model\] nms = 'never' is unknown"):
         config('nms = "never"')
+
+
+def _flattened(maps, levels):
+    """The maps layout as PicoDet's exports give it: [N, h*w, C] per stride, then [N, h*w, bins] per stride."""
+    return [m.reshape(m.shape[0], m.shape[1], -1).transpose(0, 2, 1).copy() for m in maps[:levels]] + \
+        [m.reshape(m.shape[0], m.shape[1], -1).transpose(0, 2, 1).copy() for m in maps[levels:]]
+
+
+def test_flattened_heads_decode_as_the_maps_do():
+    """PicoDet's flattened outputs ([N, HW, C] + [N, HW, 4 (reg_max + 1)]) give the detections of the same head as
+    maps, the cells laid out by input_size; a non-square input, so a transposed grid would move every box."""
+    rng = np.random.default_rng(4)
+    strides, size = (8, 16), (32, 48)
+    maps = []
+    for s in strides:
+        maps.append(rng.normal(-4, 2, (2, 3, size[0] // s, size[1] // s)).astype(np.float32))
+    for s in strides:
+        maps.append(rng.normal(0, 2, (2, 16, size[0] // s, size[1] // s)).astype(np.float32))
+    options = {"strides": list(strides), "reg_max": 3, "num_classes": 3, "score_threshold": 0.3}
+    want = make_task("detection", options).detect(maps)
+    task = make_task("detection", dict(options, input_size=list(size)))
+    got = task.detect(_flattened(maps, 2))
+    assert sum(len(d) for d in want) > 5
+    for a, b in zip(want, got):
+        assert a.classes.tolist() == b.classes.tolist()
+        np.testing.assert_array_equal(a.boxes, b.boxes)
+        np.testing.assert_array_equal(a.scores, b.scores)
+    assert task.options()["input_size"] == [32, 48]
+    assert make_task("detection", options).with_input(32, 48).input_size == (32, 48)
+
+
+def test_flattened_heads_with_strides_beyond_the_input_round_up():
+    """Strides that do not divide the input (800 x 608 at stride 64: 13 x 10 cells) take ceil, as PicoDet's grids."""
+    task = make_task("detection", {"strides": [8, 16, 32, 64], "reg_max": 7, "activation": "none",
+                                   "input_size": [800, 608], "num_classes": 10, "score_threshold": 0.5})
+    cells = [7600, 1900, 475, 130]
+    scores = [np.zeros((1, c, 10), np.float32) for c in cells]
+    bins = [np.zeros((1, c, 32), np.float32) for c in cells]
+    scores[3][0, 12 * 10 + 9, 4] = 0.9                  # the last cell of stride 64: row 12, column 9
+    (found,) = task.detect(scores + bins)
+    assert found.classes.tolist() == [4] and found.scores.tolist() == [pytest.approx(0.9)]
+    side = 3.5 * 64                                     # uniform bins: the mean bin 3.5
+    np.testing.assert_allclose(found.boxes[0], [9.5 * 64 - side, 12.5 * 64 - side, 9.5 * 64 + side, 12.5 * 64 + side])
+
+
+def test_outputs_matching_no_head_layout_name_shapes_and_layouts():
+    task = make_task("detection", {"strides": [8, 16], "reg_max": 3, "input_size": [32, 48]})
+    flat = [np.zeros((1, 24, 2), np.float32), np.zeros((1, 6, 2), np.float32),
+            np.zeros((1, 24, 16), np.float32), np.zeros((1, 7, 16), np.float32)]
+    with pytest.raises(DataError, match=r"outputs \[\[1, 24, 2\].* match no head layout \(stride 16 wants \[N, 6, C\] and "
+                                        r"\[N, 6, 16\]\); tried: maps .* flattened .* h x w = 4x6, 2x3 \(input 32x48\)"):
+        task.detect(flat)
+    with pytest.raises(DataError, match=r"match no head layout \(neither all 4-D"):
+        task.detect([np.zeros((1, 2, 4, 6), np.float32)] + flat[1:])
+    with pytest.raises(DataError, match=r"match no head layout \(4 outputs wanted, the model gives 2\)"):
+        task.detect(flat[:2])
+    with pytest.raises(DataError, match="need the input's height and width"):
+        make_task("detection", {"strides": [8, 16], "reg_max": 3}).detect(flat)
+    with pytest.raises(ConfigError, match=r"input_size = \[32\] is not \[height, width\]"):
+        make_task("detection", {"input_size": [32]})

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <numeric>
+#include <utility>
 
 #include "edgekit/error.h"
 
@@ -86,6 +87,101 @@ void check_classes(const DetectionOptions& o, std::int64_t count, const std::str
   }
 }
 
+std::string list_text(const std::vector<int>& values) {
+  std::string out;
+  for (int v : values) out += (out.empty() ? "" : ", ") + std::to_string(v);
+  return "[" + out + "]";
+}
+
+// The cells' grid of every stride of a flattened head: ceil(input / stride), Python's Detection._grids.
+std::vector<std::pair<std::int64_t, std::int64_t>> grids(const DetectionOptions& o) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (int s : o.strides) out.emplace_back((o.input_size[0] + s - 1) / s, (o.input_size[1] + s - 1) / s);
+  return out;
+}
+
+// Outputs that fit no anchor-free layout: the shapes seen and what each layout wanted (Python's _no_layout).
+Error no_layout(const DetectionOptions& o, const std::vector<const Array*>& outputs, const std::string& why) {
+  const std::string bins = std::to_string(4 * (o.reg_max + 1));
+  const std::string levels = std::to_string(o.strides.size());
+  std::string flat;
+  if (o.input_size.empty()) {
+    flat = "flattened [N, h*w, C] then [N, h*w, " + bins + "] per stride (input size unknown)";
+  } else {
+    std::string sizes;
+    for (const auto& g : grids(o)) sizes += (sizes.empty() ? "" : ", ") + std::to_string(g.first) + "x" + std::to_string(g.second);
+    flat = "flattened [N, h*w, C] x " + levels + ", then [N, h*w, " + bins + "] x " + levels + " with h x w = " + sizes +
+           " (input " + std::to_string(o.input_size[0]) + "x" + std::to_string(o.input_size[1]) + ")";
+  }
+  return shape_error(o, "outputs " + shapes_text(outputs) + " match no head layout (" + why + "); tried: maps [N, C, h, w] x " +
+                            levels + ", then [N, " + bins + ", h, w] x " + levels + " for strides " + list_text(o.strides) +
+                            "; " + flat);
+}
+
+// PicoDet-style flattened heads: scores [N, h*w, C] per stride, then DFL bins [N, h*w, 4 (reg_max + 1)], the cells
+// row-major over ceil(H / s) x ceil(W / s) of the input (task option input_size).
+std::vector<Anchors> flat_anchors(const std::vector<const Array*>& outputs, const DetectionOptions& o) {
+  if (o.input_size.empty()) {
+    throw shape_error(o, "flattened outputs " + shapes_text(outputs) +
+                             " need the input's height and width to lay out their cells, and the task has no input_size");
+  }
+  const std::size_t levels = o.strides.size();
+  const std::int64_t bins = 4 * (o.reg_max + 1);
+  const auto grid = grids(o);
+  const std::int64_t batch = outputs[0]->shape[0];
+  for (std::size_t i = 0; i < levels; ++i) {
+    const Shape& c = outputs[i]->shape;
+    const Shape& r = outputs[levels + i]->shape;
+    const std::int64_t cells = grid[i].first * grid[i].second;
+    if (c[1] != cells || r[1] != cells || r[2] != bins || c[0] != r[0] || c[0] != batch) {
+      throw no_layout(o, outputs, "stride " + std::to_string(o.strides[i]) + " wants [N, " + std::to_string(cells) +
+                                      ", C] and [N, " + std::to_string(cells) + ", " + std::to_string(bins) + "]");
+    }
+    check_classes(o, c[2], "output " + std::to_string(i));
+  }
+  std::vector<Anchors> images;
+  const float offset = static_cast<float>(o.cell_offset);
+  for (std::int64_t n = 0; n < batch; ++n) {
+    Anchors a;
+    a.classes = outputs[0]->shape[2];
+    for (std::size_t i = 0; i < levels; ++i) {
+      const std::int64_t w = grid[i].second, cells = grid[i].first * w, classes = outputs[i]->shape[2];
+      const float* cls = outputs[i]->as<float>() + n * cells * classes;
+      const float* reg = outputs[levels + i]->as<float>() + n * cells * bins;
+      const float stride = static_cast<float>(o.strides[i]);
+      for (std::int64_t cell = 0; cell < cells; ++cell) {
+        float sides[4];
+        for (int k = 0; k < 4; ++k) {
+          const float* bin = reg + cell * bins + static_cast<std::int64_t>(k) * (o.reg_max + 1);
+          if (o.reg_max == 0) {
+            sides[k] = bin[0];
+          } else {
+            float top = bin[0];
+            for (int j = 1; j <= o.reg_max; ++j) top = std::max(top, bin[j]);
+            float sum = 0, weighted = 0;
+            for (int j = 0; j <= o.reg_max; ++j) {
+              const float e = std::exp(bin[j] - top);
+              sum += e;
+              weighted += e * static_cast<float>(j);
+            }
+            sides[k] = weighted / sum;
+          }
+          sides[k] *= stride;
+        }
+        const float cx = (static_cast<float>(cell % w) + offset) * stride;
+        const float cy = (static_cast<float>(cell / w) + offset) * stride;
+        a.boxes.insert(a.boxes.end(), {cx - sides[0], cy - sides[1], cx + sides[2], cy + sides[3]});
+        for (std::int64_t k = 0; k < classes; ++k) {
+          const float v = cls[cell * classes + k];
+          a.scores.push_back(o.sigmoid ? sigmoid(v) : v);
+        }
+      }
+    }
+    images.push_back(std::move(a));
+  }
+  return images;
+}
+
 std::vector<Anchors> anchors(const std::vector<const Array*>& outputs, const DetectionOptions& o) {
   for (const Array* a : outputs) {
     if (a->dtype != DType::float32) throw shape_error(o, std::string("reads float32 outputs, got ") + dtype_name(a->dtype));
@@ -115,13 +211,24 @@ std::vector<Anchors> anchors(const std::vector<const Array*>& outputs, const Det
     return images;
   }
   const std::size_t levels = o.strides.size();
+  bool flat = !outputs.empty(), maps = !outputs.empty();
+  for (const Array* a : outputs) {
+    flat = flat && a->shape.size() == 3;
+    maps = maps && a->shape.size() == 4;
+  }
   if (outputs.size() != 2 * levels) {
+    if (flat) {
+      throw no_layout(o, outputs, std::to_string(2 * levels) + " outputs wanted, the model gives " +
+                                      std::to_string(outputs.size()));
+    }
     std::string strides;
     for (int st : o.strides) strides += (strides.empty() ? "" : ", ") + std::to_string(st);
     throw shape_error(o, "expects " + std::to_string(2 * levels) + " outputs (" + std::to_string(levels) +
                              " class maps, then " + std::to_string(levels) + " box maps, for strides [" + strides +
                              "]), the model gives " + std::to_string(outputs.size()) + ": " + shapes_text(outputs));
   }
+  if (!maps && !flat) throw no_layout(o, outputs, "neither all 4-D (maps) nor all 3-D (flattened)");
+  if (flat) return flat_anchors(outputs, o);
   const std::int64_t bins = 4 * (o.reg_max + 1);
   std::int64_t batch = -1, size_h = -1, size_w = -1;
   for (std::size_t i = 0; i < levels; ++i) {
@@ -193,7 +300,7 @@ DetectionOptions DetectionOptions::from_json(const Json& options) {
   const std::string kind = "detection";
   check_known(kind, options, {"head", "strides", "reg_max", "cell_offset", "activation", "score_threshold", "nms_iou",
                               "nms_top_k", "max_detections", "f1_threshold", "labels", "num_classes", "nms",
-                              "post_threshold", "use_gaussian", "gaussian_sigma"});
+                              "post_threshold", "use_gaussian", "gaussian_sigma", "input_size"});
   DetectionOptions o;
   const std::string head = choice(kind, options, "head", "anchor_free", {"anchor_free", "decoded", "nms"});
   o.decoded = head == "decoded";
@@ -210,6 +317,21 @@ DetectionOptions DetectionOptions::from_json(const Json& options) {
     }
     if (!ok) throw bad(kind, "option strides = " + v->dump() + " is not a list of strides", "e.g. strides = [8, 16, 32]");
     o.strides = strides;
+  }
+  if (const Json* v = options.find("input_size")) {
+    bool ok = v->is_array() && (v->size() == 0 || v->size() == 2);
+    std::vector<int> size;
+    if (ok) {
+      for (const Json& d : v->items()) {
+        ok = ok && d.is_integer() && d.as_int() >= 1 && d.as_int() <= 16384;
+        if (ok) size.push_back(static_cast<int>(d.as_int()));
+      }
+    }
+    if (!ok) {
+      throw bad(kind, "option input_size = " + v->dump() + " is not [height, width]",
+                "e.g. input_size = [800, 608], or leave it out (the build takes it from the data)");
+    }
+    o.input_size = size;
   }
   o.labels = labels_of(kind, options);
   o.num_classes = static_cast<int>(number(kind, options, "num_classes", static_cast<double>(o.labels.size()), 0, 100000));

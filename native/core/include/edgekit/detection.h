@@ -36,6 +36,7 @@ struct DetectionOptions {
   double post_threshold = 0.0;     // matrix: decayed scores must exceed this
   bool use_gaussian = false;       // matrix: gaussian decay, else linear
   double gaussian_sigma = 2.0;
+  std::vector<int> input_size;     // anchor_free: the input's height, width (flattened heads lay their cells out by it)
 
   // Python's Detection.from_options: unknown keys and values out of range are Error(input).
   static DetectionOptions from_json(const Json& options);
@@ -48,7 +49,8 @@ struct Detection {
 };
 
 // Outputs in the model's fetch order: anchor_free = the class maps of every stride, then the
-// box maps; decoded = boxes, scores; nms = rows [K, 6] (class, score, x0, y0, x1, y1) of all images, then the
+// box maps ([N, C, h, w], [N, 4 (reg_max + 1), h, w]), or flattened ([N, h*w, C], then [N, h*w, 4 (reg_max + 1)],
+// h x w = ceil(input_size / stride), as PicoDet exports without NMS give them); decoded = boxes, scores; nms = rows [K, 6] (class, score, x0, y0, x1, y1) of all images, then the
 // integer count per image [N] (PaddleDetection's multiclass_nms3 outputs). Error(input) names the output whose count or shape is wrong.
 std::vector<std::vector<Detection>> detect(const std::vector<const Array*>& outputs, const DetectionOptions& options);
 
