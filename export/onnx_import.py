@@ -411,10 +411,61 @@ def _onnxruntime_outputs(onnx_path: Path, draws: list[dict[str, np.ndarray]]) ->
                               "check the model with ONNX Runtime directly; give the input shapes it expects with --input") from exc
 
 
-def onnxruntime_run(onnx_path: Path, inputs: Mapping[str, np.ndarray], batch: int = 8) -> list[np.ndarray]:
-    """ONNX Runtime on the source .onnx over every sample of `inputs` (keyed by ONNX input names), in batches."""
+def fixed_batch(model) -> int | None:
+    """The batch size an ONNX model's inputs fix (their first dimension), or None when it is dynamic."""
+    sizes = {input_shape(vi)[0] for vi in graph_inputs(model) if input_shape(vi)}
+    fixed = sorted(d for d in sizes if d > 0)
+    return fixed[0] if fixed else None
+
+
+def baked_batch(model, fixed_inputs: Mapping[str, tuple[int, ...]], probe_shapes: Mapping[str, tuple[int, ...]],
+                seed: int) -> str | None:
+    """Why a model whose batch dimension is dynamic still computes one sample per run (its reshapes bake batch 1, say),
+    or None when it takes a batch. Measured in ONNX Runtime: two seeded samples run as one batch must give two
+    samples per output, each what the sample gives alone. None too when other dims lack sizes to probe with."""
+    from onnx import helper
+
+    dynamic = [name for name, shape in fixed_inputs.items() if shape and shape[0] < 0]
+    if not dynamic:
+        return None
+    rng = np.random.default_rng(seed)
+    draw = {}
+    for vi in graph_inputs(model):
+        shape = list(probe_shapes.get(vi.name, fixed_inputs[vi.name]))
+        shape[0] = DYNAMIC_BATCH
+        if any(d < 0 for d in shape[1:]) or len(shape) != len(fixed_inputs[vi.name]):
+            return None
+        dtype = helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+        draw[vi.name] = (rng.standard_normal(shape) if np.issubdtype(dtype, np.floating)
+                         else rng.integers(0, 2, shape)).astype(dtype)
+    try:   # onnxruntime raises its own Fail/InvalidArgument/RuntimeException types
+        session = onnxrt.session(model.SerializeToString())
+        alone = [session.run(None, {k: v[i:i + 1] for k, v in draw.items()}) for i in range(DYNAMIC_BATCH)]
+    except Exception:
+        return None            # not even one sample runs: the import's own check says why
+    try:
+        together = session.run(None, draw)
+    except Exception as exc:
+        return f"a batch of {DYNAMIC_BATCH} fails in ONNX Runtime ({_first_line(exc)[:160]})"
+    for k, out in enumerate(together):
+        out = np.asarray(out)
+        parts = [np.asarray(a[k]) for a in alone]
+        if out.ndim == 0 or out.shape[0] != DYNAMIC_BATCH or out.shape[1:] != parts[0].shape[1:]:
+            return (f"a batch of {DYNAMIC_BATCH} gives output {k} the shape {list(out.shape)}, one sample "
+                    f"{list(parts[0].shape)}")
+        scale = max(float(np.abs(np.concatenate(parts)).max()), 1e-6)
+        if float(np.abs(out - np.concatenate(parts)).max()) > 1e-4 * scale:
+            return f"a batch of {DYNAMIC_BATCH} gives output {k} other values than its samples run alone"
+    return None
+
+
+def onnxruntime_run(onnx_path: Path, inputs: Mapping[str, np.ndarray], batch: int | None = None) -> list[np.ndarray]:
+    """ONNX Runtime on the source .onnx over every sample of `inputs` (keyed by ONNX input names), in batches of
+    `batch`; by default the batch the model's inputs fix, else 8."""
     from edgekit.model.runners import run_batched
 
+    if batch is None:
+        batch = fixed_batch(load_onnx(Path(onnx_path))) or 8
     session = onnxrt.session(onnx_path)
     return run_batched(lambda chunk: [np.asarray(o) for o in session.run(None, chunk)], inputs, batch)
 
@@ -513,6 +564,15 @@ def import_onnx(onnx_path: Path, out_dir: Path, input_shapes: Mapping[str, tuple
             source = free
     fixed = fix_input_shapes(source, dict(input_shapes or {}))
     fixed_inputs = {vi.name: input_shape(vi) for vi in graph_inputs(fixed)}
+    baked = baked_batch(fixed, fixed_inputs, dict(probe_shapes or {}), seed)
+    if baked is not None:    # every later engine (checks, reference, tiers, calibration) then runs one sample at a time
+        log.warning("%s runs one sample at a time: %s", onnx_path.name, baked)
+        fixed = fix_input_shapes(fixed, {name: (1,) + tuple(shape[1:]) for name, shape in fixed_inputs.items()
+                                         if shape and shape[0] < 0})
+        fixed_inputs = {vi.name: input_shape(vi) for vi in graph_inputs(fixed)}
+    batch = {"samples_per_run": fixed_batch(fixed),
+             "why": f"the batch is dynamic but {baked}" if baked else
+             "the model's inputs fix the batch" if fixed_batch(fixed) else "the batch is dynamic"}
     draws = _probe_inputs(fixed, fixed_inputs, dict(probe_shapes or {}), seed)   # shape errors before the slow part
     simplified, simplify_report = simplify.simplify(fixed, draws, onnx_path.name)
     legal = legalize.legalise(simplified, onnx_path.name)
@@ -555,6 +615,7 @@ def import_onnx(onnx_path: Path, out_dir: Path, input_shapes: Mapping[str, tuple
         "legalise": legal_report,
         "x2paddle": command,
         "input_shapes": {name: list(shape) for name, shape in fixed_inputs.items()},
+        "batch": batch,
         "renamed": dict(renamed),
         "feeds": dict(feed_map),
         "fetches": dict(fetch_map),

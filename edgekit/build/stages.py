@@ -191,11 +191,13 @@ def import_metric(rec: StageView) -> StageView:
     the report says which). With truth the task metric decides (export/import_gate.py)."""
     from edgekit.export.import_gate import judge_on_data
     from edgekit.export.onnx_import import onnxruntime_run
+    from edgekit.export.runner import batch_limit
 
     cfg, evaluation = rec.cfg, rec.evaluation
     reference = tiers.reference_outputs(rec.static, evaluation)     # tier A's reference too: computed once
     by_feed = {feed: onnx for onnx, feed in rec.aliases.items()}
-    source = onnxruntime_run(cfg.model.model_file, {by_feed[k]: v for k, v in evaluation.inputs.items()})
+    source = onnxruntime_run(cfg.model.model_file, {by_feed[k]: v for k, v in evaluation.inputs.items()},
+                             batch_limit(rec.static))   # one sample at a time where the import found the batch fixed
     probe = "evaluation" if cfg.data.evaluation else "calibration" if cfg.data.calibration else "random"
     found = judge_on_data(source, reference, list(rec.onnx_import["fetches"]), evaluation,
                           parity.Tolerance(cfg.gates.import_max_abs, cfg.gates.import_min_cosine),
