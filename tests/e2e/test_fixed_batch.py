@@ -37,11 +37,18 @@ def picodet_onnx(path: Path, batch: str) -> Path:
     for s in STRIDES:
         cells = (SIZE[0] // s) * (SIZE[1] // s)
         nodes.append(helper.make_node("AveragePool", ["image"], [f"p{s}"], kernel_shape=[s, s], strides=[s, s]))
-        for kind, channels, out in (("cls", CLASSES, scores), ("reg", 4 * (REG_MAX + 1), bins)):
-            weights += [numpy_helper.from_array(rng.normal(0, 2, (channels, 3, 1, 1)).astype(np.float32), f"{kind}{s}_w"),
-                        numpy_helper.from_array(rng.normal(0, 1, channels).astype(np.float32), f"{kind}{s}_b"),
+        # class k scores its own colour channel (confident at stride 8 only); every side 1 bin (a box of 2 strides)
+        gain = 3.0 if s == 8 else 1.0
+        cls_w = np.zeros((CLASSES, 3, 1, 1), np.float32)
+        cls_w[np.arange(CLASSES), np.arange(CLASSES)] = gain
+        reg_b = np.tile(np.array([0.0, 5.0, 0.0, 0.0], np.float32), 4)
+        for kind, channels, out, w, b in (
+                ("cls", CLASSES, scores, cls_w, np.full(CLASSES, -3.0, np.float32)),
+                ("reg", 4 * (REG_MAX + 1), bins, rng.normal(0, 0.05, (16, 3, 1, 1)).astype(np.float32), reg_b)):
+            weights += [numpy_helper.from_array(w, f"{kind}{s}_w"), numpy_helper.from_array(b, f"{kind}{s}_b"),
                         numpy_helper.from_array(np.array([1, channels, cells], np.int64), f"{kind}{s}_shape")]
-            nodes.append(helper.make_node("Conv", [f"p{s}", f"{kind}{s}_w", f"{kind}{s}_b"], [f"{kind}{s}_c"]))
+            nodes.append(helper.make_node("Conv", [f"p{s}", f"{kind}{s}_w", f"{kind}{s}_b"], [f"{kind}{s}_c"],
+                                          kernel_shape=[1, 1]))
             last = f"{kind}{s}_c"
             if kind == "cls":
                 nodes.append(helper.make_node("Sigmoid", [last], [f"{kind}{s}_p"]))
@@ -61,14 +68,15 @@ def picodet_onnx(path: Path, batch: str) -> Path:
 
 
 def pages(path: Path, seed: int, count: int) -> Path:
-    """Images of bright blocks on dark ground, their blocks as truth (the class by the block's colour)."""
+    """Images of bright 16 px blocks on dark ground, each centred on a stride-8 cell, their blocks as truth (the class
+    by the block's colour)."""
     rng = np.random.default_rng(seed)
     images, truth = [], []
     for _ in range(count):
         image = rng.normal(-1, 0.2, (3, *SIZE)).astype(np.float32)
         boxes, classes = [], []
         for _ in range(int(rng.integers(1, 3))):
-            y, x = int(rng.integers(0, SIZE[0] - 16)), int(rng.integers(0, SIZE[1] - 16))
+            y, x = (8 * int(rng.integers(0, (d - 20) // 8 + 1)) + 4 for d in SIZE)   # centred on a stride-8 cell
             klass = int(rng.integers(CLASSES))
             image[klass, y:y + 16, x:x + 16] = 2.0
             boxes.append([float(x), float(y), float(x + 16), float(y + 16)])
@@ -106,7 +114,7 @@ def test_one_sample_per_run_is_found_from_the_model(built):
     onnx_map = task.evaluate(source, truth)["map50"]
     assert metrics["fp32 reference"]["map50"] == pytest.approx(onnx_map, abs=0.01)
     assert metrics["x86 twin .nb"]["map50"] == metrics["fp32 reference"]["map50"]   # tier A
-    assert 0 < onnx_map and abs(metrics["int8 simulated"]["map50"] - onnx_map) <= 1.0   # tier B, calibrated one by one
+    assert onnx_map > 80 and abs(metrics["int8 simulated"]["map50"] - onnx_map) <= 1.0   # tier B, calibrated one by one
 
 
 def test_flattened_cells_are_laid_out_by_the_input_size(built):

