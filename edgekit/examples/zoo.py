@@ -259,8 +259,7 @@ def figures(result: dict) -> dict:
     for label, values in metrics.items():
         if primary and primary in values:
             pick[label] = values[primary]
-    tier_a = [o.get("max_abs") for t in parity.get("tiers", []) if str(t.get("tier")) == "A"
-              for o in t.get("outputs", []) if o.get("max_abs") is not None]
+    tier_a = [o["max_abs"] for o in parity.get("outputs", {}).get("A", []) if o.get("max_abs") is not None]
     return {"built": True, "seconds": result["seconds"], "nb_bytes": m["model"]["bytes"], "metric": primary,
             "metrics": pick, "tier_a_max_abs": max(tier_a) if tier_a else None, "bundle": result["bundle"]}
 
