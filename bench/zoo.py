@@ -46,7 +46,7 @@ def _metric(row: dict) -> str:
 
 def markdown(rows: list[dict]) -> str:
     lines = ["| model | source | FP32 / INT8 built | tier A max abs (FP32) | task metric: reference / INT8 tier B / "
-             "INT8 tier C | `.nb` bytes FP32 / INT8 | build s FP32 / INT8 | failure |",
+             "INT8 tier C | `.nb` bytes FP32 / INT8 | build s FP32 / INT8 | failure (measured by) |",
              "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         if "skipped" in row:
@@ -54,19 +54,35 @@ def markdown(rows: list[dict]) -> str:
             continue
         fp32, int8 = row["builds"].get("fp32", {}), row["builds"].get("int8", {})
         built = " / ".join("yes" if b.get("built") else "no" for b in (fp32, int8))
-        errors = "; ".join(f"{p}: {b['error']}" for p, b in row["builds"].items() if not b.get("built"))
+        failed = {p: b["error"] for p, b in row["builds"].items() if not b.get("built")}
+        errors = (f"both: {next(iter(failed.values()))}" if len(failed) > 1 and len(set(failed.values())) == 1
+                  else "; ".join(f"{p}: {e}" for p, e in failed.items()))
         lines.append(f"| {row['model']} | {row['source']} | {built} | {_number(fp32.get('tier_a_max_abs'), 6) if fp32.get('tier_a_max_abs') is not None else '–'} "
                      f"| {_metric(row)} | {fp32.get('nb_bytes', '–')} / {int8.get('nb_bytes', '–')} "
                      f"| {fp32.get('seconds', '–')} / {int8.get('seconds', '–')} | {errors.replace('|', '/') or '–'} |")
     return "\n".join(lines) + "\n"
 
 
-def write_docs(path: Path, rows: list[dict], command: str) -> None:
+BEGIN, END = "<!-- zoo table: bench/zoo.py writes between these lines -->", "<!-- end of zoo table -->"
+
+
+def write_docs(path: Path, rows: list[dict], command: str, order: list[str]) -> None:
+    """The table between the markers: this run's rows, and the rows of models it did not run kept as they were (each
+    with the command that measured it), in the suite's order."""
     text = path.read_text(encoding="utf-8") if path.exists() else ""
-    begin, end = "<!-- zoo table: bench/zoo.py writes between these lines -->", "<!-- end of zoo table -->"
-    table = f"{begin}\nMeasured with `{command}` ({time.strftime('%Y-%m-%d')}):\n\n{markdown(rows)}{end}"
-    if begin in text and end in text:
-        text = text[:text.index(begin)] + table + text[text.index(end) + len(end):]
+    kept: dict[str, str] = {}
+    if BEGIN in text and END in text:
+        for line in text[text.index(BEGIN):text.index(END)].splitlines():
+            cells = line.split(" | ")
+            if line.startswith("| ") and len(cells) > 2 and cells[0][2:] in order:
+                kept[cells[0][2:]] = line
+    ours = dict(zip((r["model"] for r in rows), markdown(rows).splitlines()[2:]))
+    for model, line in ours.items():
+        kept[model] = line.rstrip(" |") + f" (`{command}`, {time.strftime('%Y-%m-%d')}) |"
+    header = markdown([]).splitlines()[:2]
+    table = "\n".join([BEGIN, "", *header, *(kept[m] for m in order if m in kept), END])
+    if BEGIN in text and END in text:
+        text = text[:text.index(BEGIN)] + table + text[text.index(END) + len(END):]
     else:
         text = text + "\n" + table + "\n"
     path.write_text(text, encoding="utf-8")
@@ -104,7 +120,7 @@ def main(argv: list[str]) -> int:
             print(json.dumps(row), flush=True)
             rows.append(row)
             if args.docs:            # after every row: a long run stopped half-way still leaves its rows
-                write_docs(args.docs, rows, "./run python bench/zoo.py " + " ".join(argv))
+                write_docs(args.docs, rows, "bench/zoo.py " + " ".join(argv), [m.name for m in zoo.MODELS])
     return 0
 
 

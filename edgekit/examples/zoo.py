@@ -69,9 +69,11 @@ std = [0.229, 0.224, 0.225]
 layout = "NCHW"
 """
 
-# the input size the project's pre-processing produces, for models whose ONNX leaves H and W dynamic (X2Paddle needs
-# them fixed): PP-OCR det pages as the data renders them, rapid-table's 488x488 padding
-FIXED_INPUTS = {"det": '[{ name = "x", shape = [-1, 3, 320, 640] }]', "table": '[{ name = "x", shape = [1, 3, 488, 488] }]'}
+# the input size the project's pre-processing produces, for models whose ONNX leaves H or W dynamic (X2Paddle needs
+# them fixed): PP-OCR det pages as the data renders them, rapidocr's rec_img_shape 48x320 and cls_image_shape 48x192,
+# rapid-table's 488x488 padding
+FIXED_INPUTS = {"det": '[{ name = "x", shape = [-1, 3, 320, 640] }]', "rec": '[{ name = "x", shape = [-1, 3, 48, 320] }]',
+                "cls": '[{ name = "x", shape = [-1, 3, 48, 192] }]', "table": '[{ name = "x", shape = [1, 3, 488, 488] }]'}
 
 
 @dataclass(frozen=True)
@@ -302,6 +304,8 @@ def run_model(model: ZooModel, data: dict, work: Path, emulation: bool, precisio
     row["builds"] = {}
     for precision in precisions:
         result = build(extracted[0], config, precision, data.get(model.family), work / slug / "out", emulation, timeout)
+        if "error" in result:        # paths of this run's scratch folder say nothing to a reader
+            result["error"] = result["error"].replace(str(extracted[0].parent) + "/", "")
         row["builds"][precision] = figures(result)
     if model.family == "layout" and "layout" in data:
         row["reference"] = layout_reference(extracted[0], data["layout"][0])
