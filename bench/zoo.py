@@ -40,8 +40,11 @@ def _metric(row: dict) -> str:
     if reference is None:
         reference = (fp32.get("metrics") or int8.get("metrics") or {}).get(TIERS["reference"])
     ints = int8.get("metrics") or {}
-    return (f"{METRIC_NAMES.get(name, name)}: {_number(reference)} / {_number(ints.get(TIERS['int8']))} / "
-            f"{_number(ints.get(TIERS['arm_int8']))}")
+    subset = next((v for k, v in ints.items() if k.startswith("fp32 reference (")), None)
+    tier_c = _number(ints.get(TIERS["arm_int8"]))
+    if subset is not None and ints.get(TIERS["arm_int8"]) is not None:   # tier C ran a spread subset
+        tier_c += f" (FP32 {_number(subset)} on the same {int8.get('tier_c_samples', '?')})"
+    return f"{METRIC_NAMES.get(name, name)}: {_number(reference)} / {_number(ints.get(TIERS['int8']))} / {tier_c}"
 
 
 def markdown(rows: list[dict]) -> str:

@@ -262,8 +262,10 @@ def figures(result: dict) -> dict:
         if primary and primary in values:
             pick[label] = values[primary]
     tier_a = [o["max_abs"] for o in parity.get("outputs", {}).get("A", []) if o.get("max_abs") is not None]
+    tier_c = m.get("emulation") or {}
     return {"built": True, "seconds": result["seconds"], "nb_bytes": m["model"]["bytes"], "metric": primary,
-            "metrics": pick, "tier_a_max_abs": max(tier_a) if tier_a else None, "bundle": result["bundle"]}
+            "metrics": pick, "tier_a_max_abs": max(tier_a) if tier_a else None, "bundle": result["bundle"],
+            "tier_c_samples": tier_c.get("samples") if isinstance(tier_c, dict) else None}
 
 
 def layout_reference(onnx_path: Path, evaluation: Path) -> dict:
