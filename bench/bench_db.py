@@ -52,7 +52,7 @@ def rotated_page(rng, size, heights, angles, lines=(2, 5)):
     """A page of text lines drawn at an angle; truth: each line's ink rectangle, rotated (4 corners)."""
     import cv2
 
-    from edgekit.examples.ppocr.make_data import _ink_mask, _paint, _style, random_text
+    from edgekit.examples.ppocr.make_data import ink_mask, paint, text_style, random_text
 
     height, width = size
     canvas = np.empty((height, width, 3), np.float32)
@@ -63,8 +63,8 @@ def rotated_page(rng, size, heights, angles, lines=(2, 5)):
     for _ in range(40 * wanted):
         if len(quads) == wanted:
             break
-        style = _style(rng, float(rng.uniform(*heights)))
-        mask = _ink_mask(random_text(rng, 3, 10), style["face"], style["scale"], style["thickness"])
+        style = text_style(rng, float(rng.uniform(*heights)))
+        mask = ink_mask(random_text(rng, 3, 10), style["face"], style["scale"], style["thickness"])
         h, w = mask.shape
         angle = float(rng.uniform(*angles))
         diag = int(math.ceil(math.hypot(h, w))) + 4
@@ -83,7 +83,7 @@ def rotated_page(rng, size, heights, angles, lines=(2, 5)):
         if (grown & taken).any():
             continue
         taken |= region
-        _paint(canvas, tile, top, left, style["ink"])
+        paint(canvas, tile, top, left, style["ink"])
         quads.append([[float(x + left), float(y + top)] for x, y in corners])
     return np.clip(np.round(canvas), 0, 255).astype(np.uint8), quads
 

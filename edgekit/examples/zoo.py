@@ -274,7 +274,7 @@ def layout_reference(onnx_path: Path, evaluation: Path) -> dict:
     import cv2
     import onnxruntime as ort
 
-    from edgekit.data import image_files
+    from edgekit.core.images import image_files
     from edgekit.examples.layout import reference
     from edgekit.tasks import make_task, read_truth
     from edgekit.tasks.detection import Detections

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from edgekit.examples.ppocr.make_data import _ink_mask, _paint, _style, random_text
+from edgekit.examples.ppocr.make_data import ink_mask, paint, text_style, random_text
 
 CLASSES = ("text", "title", "figure", "figure_caption", "table", "table_caption", "header", "footer", "reference",
            "equation")
@@ -24,7 +24,7 @@ MARGIN = 40
 
 
 def _line(rng: np.random.Generator, width: int, height: float, words: tuple[int, int]) -> str:
-    """Words of random text that fit `width` px at cap height `height` (as _style scales the faces)."""
+    """Words of random text that fit `width` px at cap height `height` (as text_style scales the faces)."""
     import cv2
 
     scale = height / 22.0
@@ -50,12 +50,12 @@ class _Page:
 
     def text(self, top: int, left: int, text: str, height: float) -> tuple[int, int, int, int] | None:
         """One line of ink at (top, left); its box, or None when it does not fit the page."""
-        style = _style(np.random.default_rng(self.face_seed), height)
-        mask = _ink_mask(text, style["face"], style["scale"], style["thickness"])
+        style = text_style(np.random.default_rng(self.face_seed), height)
+        mask = ink_mask(text, style["face"], style["scale"], style["thickness"])
         h, w = mask.shape
         if top + h > self.height - 8 or left + w > self.width - 8 or w < 4:
             return None
-        _paint(self.canvas, mask, top, left, self.ink)
+        paint(self.canvas, mask, top, left, self.ink)
         return left, top, left + w, top + h
 
     def add(self, box, klass: str) -> None:

@@ -63,7 +63,7 @@ def random_text(rng: np.random.Generator, low: int, high: int) -> str:
     return "".join(rng.choice(list(ALPHABET), int(rng.integers(low, high + 1))))
 
 
-def _ink_mask(text: str, face: int, scale: float, thickness: int) -> np.ndarray:
+def ink_mask(text: str, face: int, scale: float, thickness: int) -> np.ndarray:
     """The text's anti-aliased coverage (uint8, 255 = ink) cropped to its ink."""
     import cv2
 
@@ -75,7 +75,7 @@ def _ink_mask(text: str, face: int, scale: float, thickness: int) -> np.ndarray:
     return mask[ys.min():ys.max() + 1, xs.min():xs.max() + 1]
 
 
-def _style(rng: np.random.Generator, text_height: float) -> dict:
+def text_style(rng: np.random.Generator, text_height: float) -> dict:
     """Font face, scale for about `text_height` px of cap height, stroke, ink and paper colours."""
     face = _faces()[int(rng.integers(len(_faces())))]
     scale = text_height / 22.0                   # Hershey cap height is ~22 px at scale 1
@@ -84,7 +84,7 @@ def _style(rng: np.random.Generator, text_height: float) -> dict:
             "paper": rng.integers(200, 256, 3).astype(np.float32)}
 
 
-def _paint(canvas: np.ndarray, mask: np.ndarray, top: int, left: int, ink: np.ndarray) -> None:
+def paint(canvas: np.ndarray, mask: np.ndarray, top: int, left: int, ink: np.ndarray) -> None:
     alpha = (mask.astype(np.float32) / 255.0)[:, :, None]
     region = canvas[top:top + mask.shape[0], left:left + mask.shape[1]]
     region[:] = region * (1.0 - alpha) + ink * alpha
@@ -92,13 +92,13 @@ def _paint(canvas: np.ndarray, mask: np.ndarray, top: int, left: int, ink: np.nd
 
 def render_line(rng: np.random.Generator, text: str) -> np.ndarray:
     """A BGR uint8 crop of one text line with a margin, as a detector's box would cut it."""
-    style = _style(rng, float(rng.uniform(26, 40)))
-    mask = _ink_mask(text, style["face"], style["scale"], style["thickness"])
+    style = text_style(rng, float(rng.uniform(26, 40)))
+    mask = ink_mask(text, style["face"], style["scale"], style["thickness"])
     margin_y = round(mask.shape[0] * rng.uniform(0.12, 0.3))
     margin_x = round(mask.shape[0] * rng.uniform(0.1, 0.4))
     canvas = np.empty((mask.shape[0] + 2 * margin_y, mask.shape[1] + 2 * margin_x, 3), np.float32)
     canvas[:] = style["paper"]
-    _paint(canvas, mask, margin_y, margin_x, style["ink"])
+    paint(canvas, mask, margin_y, margin_x, style["ink"])
     return np.clip(np.round(canvas), 0, 255).astype(np.uint8)
 
 
@@ -114,8 +114,8 @@ def render_page(rng: np.random.Generator, size: tuple[int, int] = DET_SIZE,
     for _ in range(40 * wanted):                    # placement attempts; pages may end up with fewer lines
         if len(boxes) == wanted:
             break
-        style = _style(rng, float(rng.uniform(16, 34)))
-        mask = _ink_mask(random_text(rng, 3, 10), style["face"], style["scale"], style["thickness"])
+        style = text_style(rng, float(rng.uniform(16, 34)))
+        mask = ink_mask(random_text(rng, 3, 10), style["face"], style["scale"], style["thickness"])
         h, w = mask.shape
         if w > width - 16 or h > height - 16:
             continue
@@ -124,7 +124,7 @@ def render_page(rng: np.random.Generator, size: tuple[int, int] = DET_SIZE,
         gap = 0.6 * h                               # lines closer than this would merge into one region
         if any(box[0] < b[2] + gap and b[0] < box[2] + gap and box[1] < b[3] + gap and b[1] < box[3] + gap for b in boxes):
             continue
-        _paint(canvas, mask, top, left, style["ink"])
+        paint(canvas, mask, top, left, style["ink"])
         boxes.append(box)
     return np.clip(np.round(canvas), 0, 255).astype(np.uint8), boxes
 
