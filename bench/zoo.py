@@ -60,7 +60,7 @@ def markdown(rows: list[dict]) -> str:
         failed = {p: b["error"] for p, b in row["builds"].items() if not b.get("built")}
         errors = (f"both: {next(iter(failed.values()))}" if len(failed) > 1 and len(set(failed.values())) == 1
                   else "; ".join(f"{p}: {e}" for p, e in failed.items()))
-        lines.append(f"| {row['model']} | {row['source']} | {built} | {_number(fp32.get('tier_a_max_abs'), 6) if fp32.get('tier_a_max_abs') is not None else '–'} "
+        lines.append(f"| {row['model']} | {row['source']} | {built} | {format(fp32['tier_a_max_abs'], '.2g') if fp32.get('tier_a_max_abs') is not None else '–'} "
                      f"| {_metric(row)} | {fp32.get('nb_bytes', '–')} / {int8.get('nb_bytes', '–')} "
                      f"| {fp32.get('seconds', '–')} / {int8.get('seconds', '–')} | {errors.replace('|', '/') or '–'} |")
     return "\n".join(lines) + "\n"
