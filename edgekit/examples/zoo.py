@@ -248,8 +248,9 @@ def build(model_path: Path, config: Path, precision: str, data: tuple[Path, Path
     if done.returncode != 0:
         return {"ok": False, "seconds": seconds, "exit": done.returncode, "error": one_line(done.stderr + done.stdout)}
     bundle = next(out.glob(f"*/arm64-{precision}"))
-    return {"ok": True, "seconds": seconds, "bundle": str(bundle),
-            "manifest": json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))}
+    from edgekit.contracts.manifest import Manifest
+
+    return {"ok": True, "seconds": seconds, "bundle": str(bundle), "manifest": Manifest.read(bundle).to_json()}
 
 
 def figures(result: dict) -> dict:
