@@ -241,8 +241,8 @@ class Score:
     task_drop: float | None = None  # points below the FP32 reference, with truth
     # every metric of the task (e.g. detection's map_small), and each one's points below the FP32 reference on the
     # same samples; None without truth (or from an older score cache)
-    metrics: dict | None = field(default=None, hash=False)
-    metric_drops: dict | None = field(default=None, hash=False)
+    metrics: dict[str, float] | None = field(default=None, hash=False)
+    metric_drops: dict[str, float] | None = field(default=None, hash=False)
 
     @property
     def error(self) -> float:
