@@ -221,7 +221,7 @@ def golden_tolerances(cfg: BuildConfig, report: parity.ParityReport, reference: 
     """What a device replaying the golden vectors must meet: from the host's own figures."""
     scale = parity.output_scale(reference)
     if cfg.precision is not Precision.fp32:
-        measured = min((s["cosine"] for s in report.outputs.get("B", [])), default=1.0)
+        measured = min((s.cosine for s in report.outputs.get("B", ())), default=1.0)
         return {"min_cosine": round(min(cfg.gates.int8_min_cosine, measured - 0.01), 6), "max_abs": None,
                 "basis": f"{cfg.precision.value} on device vs fp32 reference: cosine limit from the host simulation minus 0.01"}
     return {"min_cosine": 0.9999, "max_abs": round(1e-3 * max(1.0, scale), 8),

@@ -55,7 +55,6 @@ PENDING = {
     "edgekit/model/artifacts.py:StaticModel.check": "a reference check's figures (the pass manager's SameCheck)",
     "edgekit/model/artifacts.py:LiteModel.rewrites": "the Lite rewrites' reports (the pass manager's passes)",
     "export/legalize.py:Legalised.rewrites": "the legalisation's rewrites (the pass manager's passes)",
-    "edgekit/model/parity.py:ParityReport.outputs": "parity statistics per tier and output",
     "edgekit/model/parity.py:ParityReport.extra": "parity's per-tier extras",
     "prune/report.py:PruneReport.sensitivity": "the pruning sensitivity table",
 }
