@@ -28,6 +28,9 @@ ALLOWED = {
     "edgekit/core/executors.py:Outcome.value": "whatever the task returned (Executor.run is not generic)",
     "edgekit/build/record.py:StageOutput.artifacts": "any record field's value, by field name (the record's history)",
     "edgekit/core/proc.py:ChildAnswer.*": "a child process's JSON answer: each caller reads its own child's",
+    "edgekit/model/passes.py:PassResult.facts": "each pass's own facts (the record types those it keeps: Geometry, "
+                                                "NmsDecision, Folding in edgekit/model/reports.py)",
+    "edgekit/model/passes.py:PassRecord.facts": "each pass's own facts, as PassResult.facts",
     "edgekit/contracts/bundle.py:TaskFile.options": "a task's free options: each task kind reads its own",
     "edgekit/contracts/settings.py:TaskConfig.options": "a task's free options: each task kind reads its own",
     "edgekit/tasks/truth.py:Truth.meta": "a truth file's free metadata (generator, seed): nothing reads it",
