@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -45,6 +45,9 @@ from edgekit.core.errors import ExportError, InputModelError
 
 from . import onnxrt, simplify
 from edgekit.model.passes import TOLERANCES, flat_check, judge
+
+if TYPE_CHECKING:
+    import onnx
 
 X2PADDLE_MAX_OPSET = 15            # X2Paddle 1.6.0's newest rules; newer graphs are converted down to them
 X2PADDLE_MIN_OPSET = 7
@@ -88,7 +91,7 @@ class Rewrite:
 class Legalised:
     """The legalised model and what was done to it (import.json's `legalise` section)."""
 
-    model: object
+    model: onnx.ModelProto
     source_opset: int | None
     opset: int | None
     rewrites: list[dict] = field(default_factory=list)   # one per rewritten node

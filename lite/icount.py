@@ -40,9 +40,10 @@ class InstructionCounts:
 
     target: str                     # the plugin's guest: "aarch64" or "arm"
     classifier: str                 # "encoding" (aarch64) or "disassembly" (32-bit ARM)
-    passes: tuple[dict, ...]        # the pass over the samples, one per chunk (the first includes Lite's first-run work)
-    warmups: tuple[dict, ...]
-    timed: tuple[dict, ...]         # each {"total", "simd_fp", "load_store", "branch", "other", "dot_product"}
+    # the pass over the samples, one per chunk (the first includes Lite's first-run work)
+    passes: tuple[dict[str, int], ...]
+    warmups: tuple[dict[str, int], ...]
+    timed: tuple[dict[str, int], ...]    # each {"total", "simd_fp", "load_store", "branch", "other", "dot_product"}
 
 
 def parse_counts(data: object, record: Mapping) -> InstructionCounts:

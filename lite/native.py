@@ -23,7 +23,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from edgekit.model.artifacts import sha256_file
 from edgekit.core.atomic import publish_dir, staging_dir
 from edgekit.core.errors import ConfigError, EdgekitError, EmulationUnavailable, ToolError
 from edgekit.core.tables import CPU_PROFILES, CpuProfile
+
+if TYPE_CHECKING:
+    from .icount import InstructionCounts
 
 from .cmake import NOT_BUILD_INPUTS, PRUNE_AFTER_SECONDS, cmake_generator, native_dir, tool_line
 
@@ -103,7 +106,7 @@ class RunnerResult:
     record: dict                       # the runner's JSON record (schema edgekit.runner/1)
     argv: tuple[str, ...]
     process: proc.ProcessRecord
-    counts: object = None              # lite.icount.InstructionCounts, with run_runner(..., icount_plugin=...)
+    counts: InstructionCounts | None = None   # with run_runner(..., icount_plugin=...)
 
 
 class InputSpecLike(Protocol):

@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, Union
 
 import numpy as np
 
@@ -50,6 +50,9 @@ CUT_SCORE = 1e-4
 SAME_MAP = 0.5                  # map50 points: with truth, a cut whose rows differ may still detect as well as the op
 
 
+OpAttr = Union[bool, int, float, str, Sequence[int], Sequence[float]]   # what a Paddle op attribute holds
+
+
 @dataclass(frozen=True)
 class NmsOp:
     """One NMS op of a program: its type, input and output variables and the attributes the bundle's NMS needs."""
@@ -59,7 +62,7 @@ class NmsOp:
     scores: str                  # Scores input: [N, C, M]
     boxes_shape: tuple[int, ...]
     scores_shape: tuple[int, ...]
-    attrs: Mapping[str, object]
+    attrs: Mapping[str, OpAttr]   # the op's attributes in ATTRS, as the program holds them
 
     def task_options(self) -> dict:
         """The detection task options that do what this op does (head `decoded`, scores already probabilities)."""

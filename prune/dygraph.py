@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
@@ -28,12 +28,15 @@ from edgekit.model.parity import Metric
 
 from .sensitivity import GRID, Sensitivity, cache_key, cached, measure
 
+if TYPE_CHECKING:
+    import paddle
+
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class PrunedLayer:
-    layer: object                  # the pruned paddle.nn.Layer (the input object, pruned in place)
+    layer: paddle.nn.Layer         # the input object, pruned in place
     analysis: Analysis
     ratios: dict[str, float]       # master param name -> ratio applied
     report: PruneReport

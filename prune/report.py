@@ -30,7 +30,7 @@ class PruneReport:
     metric_name: str = ""
     metric: dict[str, float] = field(default_factory=dict)     # "unpruned", "pruned", "fine-tuned", "int8", ...
     nb_bytes: dict[str, int] = field(default_factory=dict)     # "unpruned", "pruned": the .nb size
-    nb_parts: dict[str, dict] = field(default_factory=dict)    # the same keys: {"graph": bytes, "weights": bytes}
+    nb_parts: dict[str, dict[str, int]] = field(default_factory=dict)   # same keys: {"graph": bytes, "weights": bytes}
     sensitivity: dict | None = None
     checks: list[parity.Check] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)

@@ -34,7 +34,7 @@ class PrunedModel:
     model: StaticModel                 # the pruned (and fine-tuned) program
     unpruned: StaticModel | None       # the same model exported unpruned, for size and metric comparisons
     report: PruneReport
-    seconds: dict
+    seconds: dict[str, float]          # step -> seconds
 
 
 def _outputs(layer, samples: Samples, batch: int = 128) -> list[np.ndarray]:

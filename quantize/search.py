@@ -257,7 +257,7 @@ class QuantSearchResult:
     calibrations: int = 0                              # PaddleSlim runs this search needed (0 = all cached)
     notes: tuple[str, ...] = field(default_factory=tuple)
     task_metric: str | None = None                     # what Score.task measures (the task's primary metric)
-    reference_metrics: dict | None = None              # every task metric of the FP32 model, with truth
+    reference_metrics: dict[str, float] | None = None             # every task metric of the FP32 model, with truth
 
     @property
     def holds(self) -> bool:
@@ -388,7 +388,7 @@ def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: 
 
     def prefetch(wanted: Sequence[tuple[str, tuple[str, ...]]], judge: Evaluator) -> None:
         """Calibrate and score the (algo, float list) candidates not known yet on the executor, all at once."""
-        if isinstance(executor, executors.SerialExecutor):
+        if not executor.concurrent:
             return                                  # in order, in this process: exactly the loop below
         keys, tasks = [], []
         for algo, skip in wanted:

@@ -10,6 +10,7 @@ from pathlib import Path
 from edgekit.core import versions
 from edgekit.model.artifacts import LiteModel, sha256_file
 from edgekit.build.record import BuildRecord
+from edgekit.model.reports import Emulation, Folding, Geometry, Golden, NmsDecision, OnnxImport, Paddle3
 from edgekit.core.tables import TARGETS, Precision
 
 
@@ -48,14 +49,14 @@ def build_manifest(rec: BuildRecord) -> dict:
             "outputs": list(static.fetches), "source_ops": list(static.op_types), "origin": static.origin,
             # how the reference engine was checked, and what was changed in the program as given (slots dropped)
             "reference_check": dict(static.check) or None,
-            "nms": rec.nms,      # an NMS op in the source graph: kept or cut off for task.json's NMS (lite/nms.py)
-            "geometry": rec.geometry,   # im_shape/scale_factor inputs written into the graph (export/geometry.py)
+            "nms": _json(rec.nms),      # an NMS op in the source graph: kept or cut off for task.json's NMS (lite/nms.py)
+            "geometry": _json(rec.geometry),   # im_shape/scale_factor inputs written into the graph (export/geometry.py)
         },
         "host_twin": {"file": _relative(twin, device), "target": "x86", "precision": "fp32",
                       "bytes": read_header(twin.nb_file).file_bytes, "rewrites": list(twin.rewrites)},
         "source": _sources(rec),
-        "onnx_import": rec.onnx_import,
-        "paddle3": rec.paddle3,
+        "onnx_import": _json(rec.onnx_import),
+        "paddle3": _json(rec.paddle3),
         "folding": _folding(rec.folding),
         "versions": dict(tool_versions, opt=device.opt_version, edgekit_source=versions.source_revision()),
         "config": cfg.to_json(),
@@ -67,8 +68,8 @@ def build_manifest(rec: BuildRecord) -> dict:
         "passes": [r.to_json() for r in rec.passes],   # every optimise pass: changed, kept, its check
         "data": _data(rec),
         "parity": rec.report.to_json(),
-        "emulation": rec.emulation,
-        "golden": rec.golden,
+        "emulation": _json(rec.emulation),
+        "golden": _json(rec.golden),
         "task": None,
     }
     task = rec.evaluation.task
@@ -99,12 +100,13 @@ def _sources(rec: BuildRecord) -> dict:
         if given.params_file is not None:
             found["params_file"] = {"path": str(cfg.model.params_file or cfg.model.model_file),
                                     "sha256": sha256_file(given.params_file)}
-    if rec.onnx_import:
-        found["onnx"] = {k: rec.onnx_import["source"][k] for k in ("path", "sha256")}
+    if rec.onnx_import is not None:
+        source = rec.onnx_import.source
+        found["onnx"] = {"path": source.path, "sha256": source.sha256}
     if cfg.model.description is not None:   # the inference.yml the [preprocess]/[task] defaults came from
         found["description"] = {"path": str(cfg.model.description), "sha256": sha256_file(cfg.model.description)}
-    if rec.paddle3 and "source" in rec.paddle3 and cfg.model.factory is None:
-        found["pir_program"] = dict(rec.paddle3["source"])
+    if rec.paddle3 is not None and cfg.model.factory is None:
+        found["pir_program"] = rec.paddle3.to_json()["source"]
     return found
 
 
@@ -144,8 +146,12 @@ def _with_passes(stage: str, passes) -> str | None:
     return f"{stage} ({', '.join(changed)})" if changed else None
 
 
-def _folding(folding):
+def _json(report: Emulation | Geometry | Golden | NmsDecision | OnnxImport | Paddle3 | None) -> dict | None:
+    return report.to_json() if report is not None else None
+
+
+def _folding(folding: Folding | None) -> dict:
     """What the fold stage did (op counts by type before and after, its check), or why it did not run."""
     if folding is None:
         return {"applied": False, "reason": "[build] fold = false"}
-    return dict(folding)
+    return folding.to_json()

@@ -23,7 +23,8 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from edgekit.build import stages
 from edgekit.contracts import files as contracts
@@ -35,6 +36,9 @@ from edgekit.core.errors import BundleError
 from edgekit.model.parity import ParityReport
 from edgekit.build.record import GIVEN, BuildRecord, StageOrderError, StageOutput, StageView
 from edgekit.core.tables import PRECISIONS, TARGETS, Precision
+
+if TYPE_CHECKING:
+    from edgekit.prune.report import PruneReport
 
 log = logging.getLogger(__name__)
 
@@ -187,8 +191,8 @@ def run_stages(record: BuildRecord, chosen: Sequence[Stage], progress: Progress,
             raise StageOrderError(f"stage {stage.name!r} did not provide {', '.join(lacking)}",
                                   "this is a bug in edgekit's stage declarations: please report it")
         wrote = {name: getattr(after, name) for name in stage.writes if name in view.writes}
-        record = after.with_(timings={**after.timings, stage.name: round(time.monotonic() - start, 3)},
-                             history=after.history + (StageOutput(stage.name, wrote),))
+        record = after.with_(timings=MappingProxyType({**after.timings, stage.name: round(time.monotonic() - start, 3)}),
+                             history=after.history + (StageOutput(stage.name, MappingProxyType(wrote)),))
         if observe is not None:
             observe(stage.name, frozenset(view.reads), frozenset(view.writes))
         progress(stage.name, "done")
@@ -199,9 +203,9 @@ def run_stages(record: BuildRecord, chosen: Sequence[Stage], progress: Progress,
 class BuildResult:
     bundle: Bundle
     report: ParityReport
-    timings: dict = field(default_factory=dict)
-    quant_search: list = field(default_factory=list)     # the int8 search's summary lines
-    prune: object | None = None          # edgekit.prune.PruneReport when --prune was given
+    timings: Mapping[str, float] = field(default_factory=dict)     # stage name -> seconds
+    quant_search: list[str] = field(default_factory=list)     # the int8 search's summary lines
+    prune: PruneReport | None = None            # when --prune was given
 
 
 def build(cfg: BuildConfig, progress: Progress = lambda stage, state: None, observe: Observer | None = None) -> BuildResult:

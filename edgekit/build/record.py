@@ -15,8 +15,9 @@ The bundle's manifest is built from the final record (`edgekit.build.manifest.bu
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
@@ -27,15 +28,13 @@ from edgekit.core.errors import EdgekitError
 from edgekit.model.evalset import EvalSet
 from edgekit.model.parity import ParityReport
 from edgekit.model.passes import PassRecord
+from edgekit.model.reports import Emulation, Folding, Geometry, Golden, NmsDecision, OnnxImport, Paddle3
 
 if TYPE_CHECKING:
     from edgekit.build.bundle import Bundle
     from edgekit.prune.stage import PrunedModel
     from edgekit.quantize.search import QuantSearchResult
 
-# A report that goes into the manifest as it is: a JSON object.
-Json = Union[None, bool, int, float, str, Sequence["Json"], Mapping[str, "Json"]]
-Report = Mapping[str, Json]
 GIVEN = ("cfg", "work", "staging", "timings", "history")   # every stage may read these; the pipeline writes them
 
 
@@ -60,15 +59,15 @@ class BuildRecord:
     staging: Path                                # the bundle being assembled (renamed into place at the end)
     feeds: tuple[InputSpec, ...] = ()            # the program's inputs (a factory's: its input specs)
     static: StaticModel | None = None            # the FP32 program as of the last stage that wrote it (history: which)
-    onnx_import: Report | None = None            # the ONNX import report (names, feeds, ONNX Runtime check)
-    paddle3: Report | None = None                # a Paddle 3 source: the PIR translation, its check against Paddle 3
+    onnx_import: OnnxImport | None = None        # the ONNX import report (names, feeds, ONNX Runtime check)
+    paddle3: Paddle3 | None = None               # a Paddle 3 source: the PIR translation, its check against Paddle 3
     evaluation: EvalSet | None = None            # evaluation samples (+ task and truth), cut to [parity] max_samples
     calibration: Samples | None = None
     pruned: PrunedModel | None = None
     passes: tuple[PassRecord, ...] = ()          # the optimise stage's passes: what each changed and its check
-    folding: Report | None = None                # what the fold pass folded, and its check (or why it was not used)
-    nms: Report | None = None                    # an NMS op in the graph: kept or cut off, and the measurements why
-    geometry: Report | None = None               # PaddleDetection's im_shape/scale_factor inputs bound into the graph
+    folding: Folding | None = None               # what the fold pass folded, and its check (or why it was not used)
+    nms: NmsDecision | None = None               # an NMS op in the graph: kept or cut off, and the measurements why
+    geometry: Geometry | None = None             # PaddleDetection's im_shape/scale_factor inputs bound into the graph
     quantized: QuantizedModel | None = None      # the host's simulation of the reduced precision
     search: QuantSearchResult | None = None      # the int8 search, its candidates and fallback
     data_warnings: tuple[str, ...] = ()
@@ -78,10 +77,10 @@ class BuildRecord:
     twin: LiteModel | None = None                # the FP32 x86 twin .nb (tier A)
     unpruned_int8: LiteModel | None = None       # a pruned int8 build: the unpruned model through the same path
     report: ParityReport | None = None
-    emulation: Report | None = None              # tier C: runtime, qemu, kernel path, figures (or why it did not run)
-    golden: Report | None = None
+    emulation: Emulation | None = None           # tier C: runtime, qemu, kernel path, figures (or why it did not run)
+    golden: Golden | None = None
     bundle: Bundle | None = None                 # once written
-    timings: Mapping[str, float] = field(default_factory=dict)
+    timings: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))   # stage -> seconds
     history: tuple[StageOutput, ...] = ()        # every stage's writes, in order
 
     def with_(self, **changes: object) -> "BuildRecord":
@@ -90,7 +89,7 @@ class BuildRecord:
     @property
     def aliases(self) -> Mapping[str, str]:
         """ONNX input names -> program feeds (users name .npz arrays after the ONNX inputs)."""
-        return dict(self.onnx_import["feeds"]) if self.onnx_import else {}
+        return self.onnx_import.feeds if self.onnx_import is not None else MappingProxyType({})
 
     def output_of(self, stage: str, name: str) -> object | None:
         """What `stage` wrote as `name`, or None when it did not run (or wrote no such artifact)."""

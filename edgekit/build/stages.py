@@ -27,6 +27,7 @@ from edgekit.model.evalset import evaluation_set, load_for, synthetic
 from edgekit.build.manifest import build_manifest
 from edgekit.model.parity import metric_label
 from edgekit.build.record import StageView, declares
+from edgekit.model.reports import Folding, Geometry, Golden, NmsDecision, OnnxImport, Paddle3
 from edgekit.core.tables import TARGETS, Precision
 
 log = logging.getLogger(__name__)
@@ -69,9 +70,10 @@ def import_onnx(rec: StageView) -> StageView:
                         "input declared in [model] inputs)")
     static, report = convert(cfg.model.model_file, _folder(rec, "export"), {s.name: s.shape for s in cfg.model.inputs},
                              timeout=cfg.tool_timeout, limits=limits, refuse=not with_data, width_free=free)
+    imported = OnnxImport.of(report)
     if cfg.model.description is not None:   # an inference.yml beside the .onnx that contradicts it is refused here
-        report = dict(report, description=_described(cfg, static))
-    return rec.with_(static=static, feeds=static.feeds, onnx_import=report)
+        imported = imported.with_description(_described(cfg, static))
+    return rec.with_(static=static, feeds=static.feeds, onnx_import=imported)
 
 
 def _described(cfg: BuildConfig, static: StaticModel) -> dict:
@@ -87,9 +89,10 @@ def load_pir(rec: StageView) -> StageView:
 
     cfg = rec.cfg
     static, report = translate(cfg.model, _folder(rec, "export"), cfg.tool_timeout)
+    translated = Paddle3.of(report)
     if cfg.model.description is not None:   # an inference.yml that contradicts the program is refused here
-        report = dict(report, description=_described(cfg, static))
-    return rec.with_(static=static, feeds=static.feeds, paddle3=report)
+        translated = translated.with_description(_described(cfg, static))
+    return rec.with_(static=static, feeds=static.feeds, paddle3=translated)
 
 
 @declares(reads=("feeds", "?onnx_import"), writes=("evaluation", "?calibration"))
@@ -123,7 +126,7 @@ def export_paddle3(rec: StageView) -> StageView:
     cfg = rec.cfg
     probe = rec.evaluation.samples if cfg.data.evaluation else synthetic(rec.feeds, 4, _layout(cfg))
     static, report = export_paddle3_factory(cfg.model, _folder(rec, "export"), dict(probe.head(8).inputs), cfg.tool_timeout)
-    return rec.with_(static=static, paddle3=report)
+    return rec.with_(static=static, paddle3=Paddle3.of(report))
 
 
 @declares(reads=("static", "evaluation", "paddle3"), writes=("reference", "paddle3"))
@@ -133,14 +136,14 @@ def paddle3_reference(rec: StageView) -> StageView:
     from edgekit.export.pir import reference
 
     evaluation = rec.evaluation
-    outputs, ours, check = reference(rec.static, rec.paddle3, dict(evaluation.inputs), rec.work / "paddle3-reference",
+    outputs, ours, check = reference(rec.static, rec.paddle3.to_json(), dict(evaluation.inputs), rec.work / "paddle3-reference",
                                      rec.cfg.tool_timeout)
     figures = None
     if evaluation.has_truth:
         primary = evaluation.primary
         figures = {"metric": primary, "samples": len(evaluation), "paddle3": evaluation.evaluate(outputs)[primary],
                    "translated": evaluation.evaluate(ours)[primary], "agreement": evaluation.task.agreement(ours, outputs)}
-    return rec.with_(reference=tuple(outputs), paddle3=dict(rec.paddle3, check=check, task_metric=figures))
+    return rec.with_(reference=tuple(outputs), paddle3=rec.paddle3.with_check(check, figures))
 
 
 @declares(reads=("static", "evaluation"), writes=("static", "pruned"))
@@ -178,10 +181,11 @@ def optimise(rec: StageView) -> StageView:
         passes.append(opt.fold_pass(rec.work))
     state, records = run_passes(opt.Prepared(rec.static, rec.evaluation, rec.calibration), passes)
     done = {r.name: r for r in records}
-    geometry, nms = done["geometry"].facts, done["nms"].facts
+    geometry, nms, folding = done["geometry"].facts, done["nms"].facts, opt.folding_entry(done.get("fold"))
     return rec.with_(static=state.static, feeds=state.static.feeds, evaluation=state.evaluation,
-                     calibration=state.calibration, geometry=geometry, nms=nms, folding=opt.folding_entry(done.get("fold")),
-                     passes=records)
+                     calibration=state.calibration, geometry=Geometry.of(geometry) if geometry is not None else None,
+                     nms=NmsDecision.of(nms) if nms is not None else None,
+                     folding=Folding.of(folding) if folding is not None else None, passes=records)
 
 
 @declares(reads=("static", "evaluation", "onnx_import"), writes=("onnx_import", "reference"))
@@ -199,12 +203,12 @@ def import_metric(rec: StageView) -> StageView:
     source = onnxruntime_run(cfg.model.model_file, {by_feed[k]: v for k, v in evaluation.inputs.items()},
                              batch_limit(rec.static))   # one sample at a time where the import found the batch fixed
     probe = "evaluation" if cfg.data.evaluation else "calibration" if cfg.data.calibration else "random"
-    found = judge_on_data(source, reference, list(rec.onnx_import["fetches"]), evaluation,
+    found = judge_on_data(source, reference, list(rec.onnx_import.fetches), evaluation,
                           parity.Tolerance(cfg.gates.import_max_abs, cfg.gates.import_min_cosine),
                           cfg.gates.import_max_metric_drop, probe, cfg.model.model_file.name)
     log.info("import judged on %s by the %s: %s", found["data_check"]["probe_text"], found["verdict"]["decided_by"],
              "passed" if found["verdict"]["tensor_check_passed"] else "tensor figures missed, task metric unchanged")
-    return rec.with_(onnx_import=dict(rec.onnx_import, **found), reference=reference)
+    return rec.with_(onnx_import=rec.onnx_import.with_judgement(found), reference=reference)
 
 
 @declares(reads=("static",), writes=())
@@ -424,6 +428,7 @@ def write_bundle(rec: StageView) -> StageView:
             evaluation.task.postprocess if evaluation.task else None)
     if wide is not None or images:
         bundle_mod.write_golden_index(staging / "golden", golden)
+    golden = Golden.of(golden)
     PreprocessFile(tuple(rec.static.feed_names), cfg.data.preprocess).write(staging)
     if cfg.data.labels:
         shutil.copyfile(cfg.data.labels, staging / LABELS)
@@ -450,7 +455,7 @@ def _golden_floors(rec: StageView) -> tuple[str, dict] | None:
     key = getattr(task, "golden_key", None)
     if rec.cfg.precision is Precision.fp32 or key is None:
         return None
-    measured = (rec.emulation or {}).get(key)
+    measured = rec.emulation.measured(key) if rec.emulation is not None else None
     if measured is not None:
         return key, task.golden_tolerance(measured, "C")
     if rec.simulated is None or rec.reference is None:

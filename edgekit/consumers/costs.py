@@ -20,7 +20,7 @@ class CostRow:
     target: str
     precision: str
     variant: str                  # "pruned", "no-fold", ... (what the build changed)
-    paths: dict                   # kernel path -> per_inference counts
+    paths: dict[str, dict[str, int]]   # kernel path -> per_inference counts by class
 
     def total(self, path: str) -> int | None:
         counts = self.paths.get(path)

@@ -29,7 +29,7 @@ import enum
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
@@ -39,6 +39,11 @@ from edgekit.core.images import decode_image
 from edgekit.core.errors import BundleError, ConfigError, DataError
 from edgekit.core.tables import TARGETS, Precision, Target
 from edgekit.tasks import Task, TaskKind, task_of
+
+if TYPE_CHECKING:
+    from edgekit.contracts.settings import EmulationConfig, InputSpec
+    from edgekit.model.runners import Runner
+    from edgekit.verify.emulator import Emulator
 
 CLS_THRESH = 0.9          # PaddleOCR's default: rotate a crop only when the classifier is this sure
 SAME_LINE_PIXELS = 10     # PaddleOCR's sorted_boxes: boxes whose tops differ by less are on one line
@@ -154,9 +159,9 @@ def free_width(shape: Sequence[int], spec: PreprocessSpec) -> tuple[int, ...]:
 class ArmRunner:
     """model.nb under emulation through tier C's Emulator (its runner build is cached): one launch per run()."""
 
-    emulator: object          # edgekit.verify.emulator.Emulator
+    emulator: Emulator
     nb_file: Path
-    expect: tuple             # InputSpec per input, from the manifest (the runner checks what Lite does not)
+    expect: tuple[InputSpec, ...]   # per input, from the manifest (the runner checks what Lite does not)
     rows: bool = False        # the graph kept its NMS op: rows + counts (the runner's --rows, lite/nms.py)
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
@@ -174,15 +179,15 @@ class Engines:
     prepared so far (one per ABI, so three bundles of one target check the tools and the runner build once)."""
 
     requested: EngineKind | None
-    settings: object          # edgekit.contracts.settings.EmulationConfig; None: no runtime (the twin only)
+    settings: EmulationConfig | None   # None: no runtime (the twin only)
     timeout: float = 600.0
-    prepared: dict = field(default_factory=dict)
+    prepared: dict[str, Emulator] = field(default_factory=dict)   # ABI -> its emulator
 
     def kind_for(self, manifest: Manifest) -> EngineKind:
         return choose_engine(manifest.model.precision, manifest.model.target, self.requested,
                              self.settings is not None and self.settings.runtime is not None)
 
-    def emulator(self, abi: str):
+    def emulator(self, abi: str) -> Emulator:
         from edgekit.verify.emulator import Emulator
 
         if abi not in self.prepared:
@@ -198,8 +203,9 @@ class BundleModel:
     spec: PreprocessSpec
     task: Task
     feed: str
-    runner: object            # anything with run({feed: batch}) -> outputs (edgekit.model.runners.Runner)
-    takes: tuple = ()         # (dtype, shape) the model declares for its input, -1 = any; checked before it runs
+    runner: Runner            # anything with run({feed: batch}) -> outputs
+    # (dtype, shape) the model declares for its input, -1 = any; checked before it runs (empty: not checked)
+    takes: tuple[str, tuple[int, ...]] | tuple[()] = ()
     engine: Engine | None = None
 
     @classmethod
@@ -283,7 +289,7 @@ class BundleModel:
 
 
 def _start(path: Path, manifest: Manifest, feed: str, engines: Engines,
-           spec: PreprocessSpec | None = None) -> tuple[object, Engine]:
+           spec: PreprocessSpec | None = None) -> tuple[Runner, Engine]:
     kind = engines.kind_for(manifest)
     dynamic = spec is not None and spec.dynamic_width
     if kind is EngineKind.twin:

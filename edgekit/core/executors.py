@@ -7,6 +7,11 @@ executor keeps at most as many tasks in flight as it has slots, so a task that h
 started is running (that is what progress reports), and Ctrl-C (or SIGTERM) cancels what
 runs and raises.
 
+Callers ask an executor what it can do, never which class it is: `concurrent` (runs more
+than one task at once), `ships_files` (tasks may run on hosts that cannot read this one's
+files, so they carry the bytes they need), `cluster_resources()` (the CPUs, memory and
+custom resources it holds in total) and `nodes()` (the hosts it runs tasks on).
+
 A task is retried only when its worker was lost: the pool's process died, a Ray worker
 or node died, or the task itself raised `WorkerLost` (a child it ran was killed by a
 signal). Any other exception is the task's result; running it again would fail again.
@@ -87,6 +92,8 @@ class Executor:
     """The scheduling loop every executor shares; subclasses start, wait for and cancel single runs."""
 
     name = "executor"
+    concurrent = True            # more than one task in flight at once (serial: one, in the caller's process)
+    ships_files = False          # tasks may run where this host's files are not: they must carry them as bytes
 
     def run(self, tasks: Sequence[Task], on_event: Event = _ignore) -> list[Outcome]:
         tasks = list(tasks)
@@ -123,6 +130,21 @@ class Executor:
     def slots(self, resources: Resources) -> int:
         raise NotImplementedError
 
+    def cluster_resources(self) -> dict[str, float]:
+        """Everything the executor holds, in Ray's terms: "CPU" (its slots for one-CPU tasks), "memory" (bytes
+        available, absent when unknown) and custom resources (none on this host's executors)."""
+        found = {"CPU": float(self.slots(Resources()))}
+        memory = available_memory_mb()
+        if memory is not None:
+            found["memory"] = float(memory * 2**20)
+        return found
+
+    def nodes(self) -> list[dict]:
+        """The hosts tasks run on: id, IP and the resources each advertises (here: this host alone)."""
+        import socket
+
+        return [{"id": f"local:{socket.gethostname()}", "ip": "127.0.0.1", "resources": self.cluster_resources()}]
+
     def _fits(self, task: Task, running: list[Task]) -> bool:
         """Whether `task` may start beside `running` (the ones in flight)."""
         return len(running) < self.slots(task.resources)
@@ -151,6 +173,7 @@ class SerialExecutor(Executor):
 
     name = "serial"
     workers = 1
+    concurrent = False
 
     def slots(self, resources: Resources) -> int:
         return 1
@@ -401,6 +424,7 @@ class RayExecutor(Executor):
     """
 
     name = "ray"
+    ships_files = True           # a node other than this one gets no file of the driver's
 
     def __init__(self, address: str | None = None, workers: int | None = None, memory_mb: int = 0,
                  resources: Mapping[str, float] | None = None) -> None:
@@ -431,6 +455,13 @@ class RayExecutor(Executor):
     def workers(self) -> int:
         """The cluster's CPUs now (nodes may join or leave while it runs)."""
         return max(1, int(self._ray.cluster_resources().get("CPU", 1)))
+
+    def cluster_resources(self) -> dict[str, float]:
+        """The cluster's totals now, as Ray counts them (nodes may join or leave while it runs)."""
+        return {name: float(amount) for name, amount in self._ray.cluster_resources().items()}
+
+    def nodes(self) -> list[dict]:
+        return alive_nodes(self._ray)
 
     def slots(self, resources: Resources) -> int:
         total = self._ray.cluster_resources()

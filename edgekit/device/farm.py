@@ -109,7 +109,7 @@ class DeviceRun:
 
     cells: tuple[CellResult, ...]
     lines: tuple[str, ...]
-    node: dict
+    node: dict[str, str]                 # the Ray node that ran it: id, hostname, IP
     baseline: dict | None = None          # the device's updated baseline document (--update-baseline)
     baseline_path: str | None = None      # where the node wrote it, as its lines name it
 
@@ -158,7 +158,7 @@ class Farm:
         from . import baseline as baseline_mod
         from .suite import failed_cell
 
-        nodes = executors.alive_nodes(self.executor._ray)
+        nodes = self.executor.nodes()
         payload = pack(prepared, runtimes)
         by_device: list[list[CellResult] | None] = [None] * len(cfg.devices)
         tasks, placed = [], []

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
@@ -22,14 +22,19 @@ from edgekit.contracts.golden import GoldenTolerances
 from edgekit.contracts.manifest import Manifest
 from edgekit.core.errors import BundleError, ConfigError, DataError, EdgekitError, InputModelError
 
+if TYPE_CHECKING:
+    from edgekit.lite.native import LiteRuntime, NativeBuild
+    from edgekit.model.evalset import EvalSet
+    from edgekit.tasks import Task
+
 
 @dataclass(frozen=True)
 class Runtime:
     """One ABI's runner build and the Lite library it is pushed with."""
 
     abi: str
-    lite: object            # edgekit.lite.native.LiteRuntime
-    build: object           # edgekit.lite.native.NativeBuild
+    lite: LiteRuntime
+    build: NativeBuild
     version: str            # the library's GetVersion(): what every .nb must have been written by
 
     @property
@@ -67,10 +72,10 @@ class Prepared:
     output_names: tuple[str, ...] = ()
     tolerances: GoldenTolerances | None = None
     expect: tuple[str, ...] = ()               # --expect NAME:SHAPE:DTYPE for the runner
-    evaluation: object | None = None           # edgekit.model.evalset.EvalSet (subset), with --eval
+    evaluation: EvalSet | None = None          # the subset, with --eval
     eval_source: str | None = None
     rows: bool = False                         # an NMS op kept in the graph: rows + a count per sample (--rows)
-    task: object | None = None                 # a detection/segmentation task (task.json): golden detections / masks
+    task: Task | None = None                   # a detection/segmentation task (task.json): golden detections / masks
     wide: tuple[WideGolden, ...] = ()          # golden groups at other widths (preprocess width_mode = "dynamic")
 
     @property

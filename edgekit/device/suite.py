@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from edgekit.core import executors
 from edgekit.core.errors import ConfigError, DeviceError, EdgekitError
 from . import baseline as baseline_mod
 from . import checks
@@ -117,11 +117,15 @@ def run_suite(cfg: SuiteConfig, say: Callable[[str], None] = lambda line: None,
 
 def _on_threads(cfg: SuiteConfig, prepared: Sequence[Prepared], runtimes: Mapping[str, Runtime],
                 docs: Mapping[str, dict | None], say: Callable[[str], None]) -> list[list[CellResult]]:
-    """One worker thread per device on this host."""
-    with ThreadPoolExecutor(max_workers=len(cfg.devices), thread_name_prefix="edgekit-device") as pool:
-        futures = [pool.submit(device_worker, cfg, spec, prepared, runtimes, docs[spec.id], say)
-                   for spec in cfg.devices]
-        return [f.result() for f in futures]
+    """One worker thread per device on this host: executor tasks, never retried (a device may be half-way through a
+    run), each failure raised as a local call would raise it."""
+    with executors.ThreadExecutor(len(cfg.devices)) as pool:
+        outcomes = pool.run([executors.Task(device_worker, (cfg, spec, prepared, runtimes, docs[spec.id], say),
+                                            executors.Resources(cpus=0), retries=0) for spec in cfg.devices])
+    for outcome in outcomes:
+        if not outcome.ok:
+            raise outcome.error
+    return [o.value for o in outcomes]
 
 
 def _edgekit_version() -> dict:

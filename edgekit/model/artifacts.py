@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from edgekit.contracts.settings import InputSpec
 
@@ -27,7 +28,8 @@ class StaticModel:
     fetches: tuple[str, ...]
     origin: str                           # "dygraph" or "inference"
     op_types: tuple[str, ...] = ()
-    sources: dict = field(default_factory=dict, compare=False)   # output var -> user source line
+    # output var -> {"op": its op type, "source": the user source line that made it}
+    sources: Mapping[str, Mapping[str, str]] = field(default_factory=dict, compare=False)
     check: dict = field(default_factory=dict, compare=False)     # export / reference-engine check figures
 
     @property
@@ -59,4 +61,4 @@ class LiteModel:
     seconds: float
     rewrites: tuple[dict, ...] = ()      # program rewrites applied before opt, with their checks
     process_argv: tuple[str, ...] = ()   # what actually ran: the child process around paddlelite.lite.Opt
-    inputs_sha256: dict = field(default_factory=dict, compare=False)   # the program and params opt read
+    inputs_sha256: Mapping[str, str] = field(default_factory=dict, compare=False)   # the program and params opt read

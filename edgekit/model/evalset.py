@@ -12,7 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
@@ -21,14 +21,17 @@ from edgekit.model.data import Samples, load_samples, read_labels, spread_indice
 from edgekit.core import limits
 from edgekit.core.errors import ConfigError, DataError, InputModelError
 
+if TYPE_CHECKING:
+    from edgekit.tasks import Task
+
 
 @dataclass(frozen=True)
 class EvalSet:
     """Evaluation samples; `task` and `truth` (one entry per sample) when the data has ground truth."""
 
     samples: Samples
-    task: object | None = None          # edgekit.tasks.Task
-    truth: tuple | None = None
+    task: Task | None = None
+    truth: tuple | None = None          # one entry per sample, in the form the task reads (class, text, boxes)
 
     def __post_init__(self) -> None:
         if (self.task is None) != (self.truth is None):

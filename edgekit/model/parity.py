@@ -241,8 +241,8 @@ class Score:
     task_drop: float | None = None  # points below the FP32 reference, with truth
     # every metric of the task (e.g. detection's map_small), and each one's points below the FP32 reference on the
     # same samples; None without truth (or from an older score cache)
-    metrics: dict | None = field(default=None, hash=False)
-    metric_drops: dict | None = field(default=None, hash=False)
+    metrics: dict[str, float] | None = field(default=None, hash=False)
+    metric_drops: dict[str, float] | None = field(default=None, hash=False)
 
     @property
     def error(self) -> float:
@@ -343,7 +343,7 @@ def task_metric(reference: Sequence[np.ndarray], task=None, truth: Sequence | No
 @dataclass(frozen=True)
 class ParityReport:
     checks: tuple[Check, ...] = ()
-    outputs: dict[str, list[dict]] = field(default_factory=dict)    # tier -> per-output stats
+    outputs: dict[str, tuple[OutputStats, ...]] = field(default_factory=dict)    # tier -> per-output stats
     accuracy: dict[str, float] = field(default_factory=dict)        # engine -> the task's primary metric, %
     metric: str = "top1"                                            # the primary metric's name
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)   # engine -> every task metric
@@ -360,7 +360,7 @@ class ParityReport:
         """A new report with more checks, a tier's per-output stats, engines' task metrics and notes."""
         outputs = dict(self.outputs)
         if tier is not None and stats:
-            outputs[tier] = [asdict(s) for s in stats]
+            outputs[tier] = tuple(stats)
         all_metrics = {**self.metrics, **(metrics or {})}
         accuracy = {engine: m[self.metric] for engine, m in all_metrics.items() if self.metric in m}
         return replace(self, checks=self.checks + tuple(checks), outputs=outputs, metrics=all_metrics,
@@ -377,7 +377,7 @@ class ParityReport:
         out = [f"parity on {self.samples} evaluation samples:"]
         for tier, stats in self.outputs.items():
             for s in stats:
-                out.append(f"    tier {tier} [{s['output']}]: max_abs {s['max_abs']:.3g}  cosine {s['cosine']:.8f}  SNR {s['snr_db']:.1f} dB")
+                out.append(f"    tier {tier} [{s.output}]: max_abs {s.max_abs:.3g}  cosine {s.cosine:.8f}  SNR {s.snr_db:.1f} dB")
         name = metric_label(self.metric)
         for engine, acc in self.accuracy.items():
             out.append(f"    {name} {engine}: {acc:.2f} %")
@@ -387,7 +387,8 @@ class ParityReport:
 
     def to_json(self) -> dict:
         return {
-            "passed": self.passed, "samples": self.samples, "outputs": self.outputs, "accuracy": self.accuracy,
+            "passed": self.passed, "samples": self.samples,
+            "outputs": {tier: [asdict(s) for s in stats] for tier, stats in self.outputs.items()}, "accuracy": self.accuracy,
             "metric": self.metric, "metrics": self.metrics,
             "checks": [dict(asdict(c), passed=c.passed) for c in self.checks], "notes": list(self.notes),
             **({"tiers": self.extra} if self.extra else {}),

@@ -20,13 +20,17 @@ import hashlib
 import json
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
+from edgekit.core import executors
 from edgekit.core.tables import CPU_PROFILES
+
+if TYPE_CHECKING:
+    from edgekit.verify.emulator import Emulator
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +57,43 @@ def kernel_paths(abi: str, configured: str = "default") -> list[str]:
     return chosen
 
 
-def measure(emulator, nb_file: Path, sample: Mapping[str, np.ndarray], *,
+@dataclass(frozen=True)
+class PathCount:
+    """One kernel path's count: an executor task (one qemu process with the counting plugin)."""
+
+    emulator: Emulator
+    nb_file: Path
+    sample: Mapping[str, np.ndarray]
+    profile: str
+    plugin: Path
+    repeat: int
+    rows: bool
+
+
+def count_path(job: PathCount) -> tuple[str, dict]:
+    from edgekit.lite import icount, native
+
+    emulator = job.emulator
+    with icount.canonical_paths(emulator.build, emulator.runtime, job.nb_file) as (build, runtime, nb, work):
+        result = native.run_runner(build, runtime, nb, job.sample, threads=1, warmup=WARMUP,
+                                   repeat=job.repeat, cpu_profile=job.profile, timeout=emulator.timeout, workdir=work,
+                                   icount_plugin=job.plugin, rows=job.rows)
+    counts = result.counts
+    totals = [r["total"] for r in counts.timed]
+    return job.profile, {"kernel_path": (result.record.get("cpu") or {}).get("int8_kernel_path"),
+                         "per_inference": counts.timed[0], "first_inference": counts.passes[0]["total"],
+                         "timed_totals": totals, "spread": (max(totals) - min(totals)) / max(1, min(totals)),
+                         "classifier": counts.classifier}
+
+
+def measure(emulator: Emulator, nb_file: Path, sample: Mapping[str, np.ndarray], *,
             cache_folder: Path | None = None, profiles: Sequence[str] | None = None, repeat: int = REPEAT,
             rows: bool = False) -> dict:
     """Count one sample's inference of `nb_file` on each kernel path; one qemu process per path, in parallel.
 
-    `emulator` is an `edgekit.verify.emulator.Emulator`; `sample` holds one sample per input (shapes already checked:
+    Each path is an executor task on threads of this process (each waits on its qemu; the runner's files are
+    read here).
+    `sample` holds one sample per input (shapes already checked:
     no --expect, so the runner's invocation depends on nothing but the model and the sample).
     Cached by the .nb, the sample, the runtime, the runner and plugin builds. `repeat` timed runs follow the
     warm-up (the figure is the first; more only measure the in-process spread).
@@ -66,7 +101,7 @@ def measure(emulator, nb_file: Path, sample: Mapping[str, np.ndarray], *,
     from edgekit.core import atomic
     from edgekit.model.artifacts import sha256_file
     from edgekit.verify.emulator import native_cache
-    from edgekit.lite import icount, native
+    from edgekit.lite import icount
 
     plugin = icount.build_plugin(native_cache())
     names = list(profiles or profiles_for(emulator.abi))
@@ -85,21 +120,13 @@ def measure(emulator, nb_file: Path, sample: Mapping[str, np.ndarray], *,
         except (OSError, ValueError):
             log.warning("ignoring an unreadable instruction-count cache entry %s", cached.name)
     start = time.monotonic()
-
-    def one(profile: str) -> tuple[str, dict]:
-        with icount.canonical_paths(emulator.build, emulator.runtime, nb_file) as (build, runtime, nb, work):
-            result = native.run_runner(build, runtime, nb, sample, threads=1, warmup=WARMUP,
-                                       repeat=repeat, cpu_profile=profile, timeout=emulator.timeout, workdir=work,
-                                       icount_plugin=plugin, rows=rows)
-        counts = result.counts
-        totals = [r["total"] for r in counts.timed]
-        return profile, {"kernel_path": (result.record.get("cpu") or {}).get("int8_kernel_path"),
-                         "per_inference": counts.timed[0], "first_inference": counts.passes[0]["total"],
-                         "timed_totals": totals, "spread": (max(totals) - min(totals)) / max(1, min(totals)),
-                         "classifier": counts.classifier}
-
-    with ThreadPoolExecutor(max_workers=len(names)) as pool:
-        paths = dict(pool.map(one, names))
+    with executors.ThreadExecutor(len(names)) as runner:
+        outcomes = runner.run([executors.Task(count_path, (PathCount(emulator, nb_file, sample, name, plugin, repeat,
+                                                                      rows),), retries=0) for name in names])
+    for outcome in outcomes:
+        if not outcome.ok:
+            raise outcome.error          # as the count would have failed in this process
+    paths = dict(o.value for o in outcomes)
     found = {"ran": True, "schema": SCHEMA, "unit": "guest instructions per inference (qemu TCG plugin, one thread)",
              "input": "evaluation sample 0", "warmup": WARMUP, "repeat": repeat,
              "figure": "timed run 0 after the warm-up; first_inference = the first run (Lite's one-time work)",

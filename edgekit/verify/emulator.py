@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
@@ -18,13 +18,18 @@ from edgekit.contracts.settings import EmulationConfig, InputSpec
 from edgekit.core.errors import ConfigError, EmulationUnavailable
 from edgekit.core.tables import CPU_PROFILES
 
+if TYPE_CHECKING:
+    from edgekit.core.executors import Executor
+    from edgekit.lite.native import LiteRuntime, NativeBuild
+
+
 @dataclass(frozen=True)
 class Emulator:
     """A runner built for one ABI, with its runtime and CPU profile: everything `run` needs."""
 
     abi: str
-    runtime: object          # edgekit.lite.native.LiteRuntime
-    build: object            # edgekit.lite.native.NativeBuild
+    runtime: LiteRuntime
+    build: NativeBuild
     cpu: str
     threads: int
     timeout: float
@@ -56,7 +61,7 @@ class Emulator:
                 "runner_build": self.build.key[:16], "runner_build_seconds": round(self.build.seconds, 2)}
 
     def run(self, nb_file: Path, inputs: Mapping[str, np.ndarray], expect: Sequence[InputSpec],
-            jobs: int, *, memory_aware: bool = False, executor=None,
+            jobs: int, *, memory_aware: bool = False, executor: Executor | None = None,
             rows: bool = False) -> tuple[list[np.ndarray], list[dict]]:
         """`nb_file` on every sample, split over `jobs` emulator processes (each loads the model once).
 
@@ -71,7 +76,7 @@ class Emulator:
         from edgekit.core import executors
         from edgekit.verify import shards
 
-        own = executor is None or isinstance(executor, executors.SerialExecutor)
+        own = executor is None or not executor.concurrent     # a serial build's shards: threads waiting on qemu
         runner = executors.ThreadExecutor(max(1, jobs)) if own else executor
         try:
             return shards.run_shards(self, nb_file, inputs, expect, jobs, runner, memory_aware=memory_aware, rows=rows)

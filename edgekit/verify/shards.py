@@ -32,12 +32,17 @@ import socket
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
 from edgekit.core import executors
 from edgekit.core.errors import EmulationUnavailable, ToolError
+
+if TYPE_CHECKING:
+    from edgekit.contracts.settings import InputSpec
+    from edgekit.lite.native import LiteRuntime, NativeBuild
+    from edgekit.verify.emulator import Emulator
 
 SECONDS_PER_SAMPLE = 30.0      # PP-OCRv4 rec FP32 measured ~12 s a line under qemu on a loaded 2-core host
 
@@ -73,11 +78,11 @@ class Shipped:
     files: Mapping[str, bytes]
 
     @classmethod
-    def pack(cls, build, runtime, nb_file: Path) -> "Shipped":
+    def pack(cls, build: NativeBuild, runtime: LiteRuntime, nb_file: Path) -> "Shipped":
         paths = {"runner": build.runner, "shim": build.shim, "library": runtime.library, "model": Path(nb_file)}
         return cls({f"{role}/{Path(p).name}": Path(p).read_bytes() for role, p in paths.items() if p is not None})
 
-    def unpack(self, folder: Path, build, runtime) -> tuple[object, object, Path]:
+    def unpack(self, folder: Path, build: NativeBuild, runtime: LiteRuntime) -> tuple[NativeBuild, LiteRuntime, Path]:
         """The files below `folder`; the build, runtime and model re-pointed at them."""
         found: dict[str, Path] = {}
         for name, data in self.files.items():
@@ -95,11 +100,11 @@ class Shipped:
 
 @dataclass(frozen=True)
 class ShardJob:
-    build: object            # lite.native.NativeBuild (the driver's paths)
-    runtime: object          # lite.native.LiteRuntime
+    build: NativeBuild       # the driver's paths
+    runtime: LiteRuntime
     nb_file: Path
     inputs: Mapping[str, np.ndarray]
-    expect: tuple
+    expect: tuple[InputSpec, ...]
     threads: int
     cpu: str
     timeout: float
@@ -173,16 +178,15 @@ def memory_mb(peak_rss_kb: float | None) -> int:
 
 def capacity(executor: executors.Executor, resources: executors.Resources) -> tuple[int, int | None, str]:
     """How many shards may run at once on `executor` and the memory they share (MB; None: unknown), and the name of
-    what bounds the count ("cores" here, "cluster CPUs" on Ray)."""
-    if isinstance(executor, executors.RayExecutor):
-        total = executor._ray.cluster_resources()
-        memory = total.get("memory")
-        return executor.slots(replace(resources, memory_mb=0)), int(memory // 2**20) if memory else None, "cluster CPUs"
-    return executor.slots(resources), executors.available_memory_mb(), "cores"
+    what bounds the count ("cores" on this host, "cluster CPUs" where the tasks may go to other nodes)."""
+    memory = executor.cluster_resources().get("memory")
+    return (executor.slots(resources), int(memory // 2**20) if memory is not None else None,
+            "cluster CPUs" if executor.ships_files else "cores")
 
 
-def run_shards(emulator, nb_file: Path, inputs: Mapping[str, np.ndarray], expect: Sequence, jobs: int,
-               executor: executors.Executor, *, memory_aware: bool, rows: bool = False) -> tuple[list, list[dict]]:
+def run_shards(emulator: Emulator, nb_file: Path, inputs: Mapping[str, np.ndarray], expect: Sequence[InputSpec],
+               jobs: int, executor: executors.Executor, *, memory_aware: bool,
+               rows: bool = False) -> tuple[list, list[dict]]:
     """`nb_file` on every sample, in shards on `executor`; (outputs in sample order, one record per shard).
 
     `jobs`: the shard count (memory_aware False) or the most (memory_aware: a probe of one sample first, and
@@ -190,8 +194,8 @@ def run_shards(emulator, nb_file: Path, inputs: Mapping[str, np.ndarray], expect
     cluster's CPUs on Ray). A shard may take the tool timeout plus SECONDS_PER_SAMPLE for each of its samples.
     """
     total = len(next(iter(inputs.values())))
-    ray = isinstance(executor, executors.RayExecutor)
-    shipped = Shipped.pack(emulator.build, emulator.runtime, nb_file) if ray else None
+    cluster = executor.ships_files        # its nodes cannot read this host's files, and its CPUs (not --jobs) bound it
+    shipped = Shipped.pack(emulator.build, emulator.runtime, nb_file) if cluster else None
 
     def task(a: int, b: int, memory: int) -> executors.Task:
         job = ShardJob(emulator.build, emulator.runtime, Path(nb_file), {k: v[a:b] for k, v in inputs.items()},
@@ -213,9 +217,9 @@ def run_shards(emulator, nb_file: Path, inputs: Mapping[str, np.ndarray], expect
         peak = results[0].record.get("peak_rss_kb")
         memory = memory_mb(peak)
         slots, available, bound = capacity(executor, executors.Resources(cpus=1, memory_mb=memory))
-        most = min(jobs, slots) if not ray else slots
+        most = min(jobs, slots) if not cluster else slots
         count, limit = parallel_processes(most, total - 1, peak, available)
-        if ray and limit.startswith("cores"):
+        if cluster and limit.startswith("cores"):
             limit = limit.replace("cores", bound, 1)
         probe = {"processes_after_probe": count, "limited_by": limit, "available_mb": available}
         results[0] = replace(results[0], record=dict(results[0].record, memory_probe=probe))

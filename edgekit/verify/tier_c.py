@@ -29,6 +29,7 @@ from edgekit.verify import tiers
 from edgekit.model.artifacts import sha256_file
 from edgekit.contracts.settings import BuildConfig
 from edgekit.model.data import spread_indices
+from edgekit.model.reports import Emulation
 from edgekit.verify.emulator import Emulator
 from edgekit.core.errors import EmulationUnavailable
 from edgekit.core.tables import TARGETS, Precision
@@ -38,22 +39,23 @@ log = logging.getLogger(__name__)
 CACHE_FORMAT = "edgekit-emulation/1"
 
 
-def emulate(rec) -> tuple[parity.ParityReport, dict]:
+def emulate(rec) -> tuple[parity.ParityReport, Emulation]:
     """The emulation stage: tier C checks in the report, and what ran (or why not) for the manifest."""
     cfg, settings = rec.cfg, rec.cfg.emulation
     if not settings.enabled:
-        return rec.report, {"ran": False, "reason": "skipped on request (--no-emulation / [emulation] enabled = false)"}
+        return rec.report, Emulation(ran=False,
+                                     reason="skipped on request (--no-emulation / [emulation] enabled = false)")
     abi = TARGETS[cfg.target].emulation
     try:
         emulator = Emulator.prepare(abi, settings, cfg.tool_timeout)
     except EmulationUnavailable as exc:
         if settings.required:
             raise
-        return rec.report, {"ran": False, "reason": f"{exc.message} ({exc.hint})"}
+        return rec.report, Emulation(ran=False, reason=f"{exc.message} ({exc.hint})")
     return tier_c(rec, emulator)
 
 
-def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, dict]:
+def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, Emulation]:
     cfg, evaluation = rec.cfg, rec.evaluation
     count = len(evaluation) if not cfg.emulation.max_samples else min(cfg.emulation.max_samples, len(evaluation))
     picks = spread_indices(len(evaluation), count)
@@ -89,7 +91,7 @@ def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, dict]:
     report = rec.report.extended(checks=checks, tier="C", stats=stats, metrics=metrics, notes=notes,
                                  extra={"C": {k: summary[k] for k in ("abi", "cpu_profile", "int8_kernels",
                                                                       "agreement_with_b", "samples")}})
-    return report, summary
+    return report, Emulation.of(summary, key if cfg.precision is not Precision.fp32 else None)
 
 
 def _instruction_counts(cfg: BuildConfig, emulator: Emulator, nb_file: Path, subset, rows: bool = False) -> dict:

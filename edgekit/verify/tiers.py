@@ -19,6 +19,7 @@ from edgekit.model import parity
 from edgekit.model.artifacts import QuantizedModel, StaticModel
 from edgekit.contracts.settings import BuildConfig, ParityGates
 from edgekit.model.evalset import EvalSet
+from edgekit.model.reports import Emulation
 from edgekit.core.tables import Precision
 
 
@@ -194,7 +195,7 @@ def tier_b(report: parity.ParityReport, cfg: BuildConfig, static: StaticModel, q
     return report.extended(checks=checks, tier="B", stats=stats, metrics=metrics), simulated
 
 
-def tier_notes(cfg: BuildConfig, evaluation: EvalSet, simulated: bool, emulation: dict | None) -> list[str]:
+def tier_notes(cfg: BuildConfig, evaluation: EvalSet, simulated: bool, emulation: Emulation | None) -> list[str]:
     """What the tiers covered, in words, for the report; a tier C that did not run says why."""
     precision = cfg.precision.value
     covered = ["tier A covers the FP32 graph through Paddle-Lite's x86 kernels"]
@@ -204,12 +205,12 @@ def tier_notes(cfg: BuildConfig, evaluation: EvalSet, simulated: bool, emulation
         covered.append(f"tier B {precision} through the same weights rounded on the host as opt rounds them ("
                        + ("FP16 arithmetic is not simulated" if cfg.precision is Precision.fp16 else
                           "the device dequantises weights and computes in float") + ")")
-    if emulation and emulation.get("ran"):
+    if emulation is not None and emulation.ran:
         covered.append(f"tier C the ARM .nb itself on Paddle-Lite's ARM kernels under emulation "
-                       f"({emulation['abi']}, {emulation['int8_kernels']} INT8 kernels)")
+                       f"({emulation.abi}, {emulation.int8_kernels} INT8 kernels)")
     notes = ["; ".join(covered) + "."]
-    if emulation is not None and not emulation.get("ran"):
-        notes.append(f"tier C (the ARM .nb under emulation) not run: {emulation['reason']}. The ARM .nb's own kernels "
+    if emulation is not None and not emulation.ran:
+        notes.append(f"tier C (the ARM .nb under emulation) not run: {emulation.reason}. The ARM .nb's own kernels "
                      "are then checked only on devices, with the bundle's golden vectors.")
     if not evaluation.has_truth:
         notes.append("no ground truth (labels or a truth file): no task metric, only output agreement")
@@ -220,7 +221,7 @@ def golden_tolerances(cfg: BuildConfig, report: parity.ParityReport, reference: 
     """What a device replaying the golden vectors must meet: from the host's own figures."""
     scale = parity.output_scale(reference)
     if cfg.precision is not Precision.fp32:
-        measured = min((s["cosine"] for s in report.outputs.get("B", [])), default=1.0)
+        measured = min((s.cosine for s in report.outputs.get("B", ())), default=1.0)
         return {"min_cosine": round(min(cfg.gates.int8_min_cosine, measured - 0.01), 6), "max_abs": None,
                 "basis": f"{cfg.precision.value} on device vs fp32 reference: cosine limit from the host simulation minus 0.01"}
     return {"min_cosine": 0.9999, "max_abs": round(1e-3 * max(1.0, scale), 8),

@@ -102,3 +102,117 @@ def test_asking_for_ray_without_it_names_the_extra(monkeypatch):
 def test_outcome_and_resources_defaults():
     assert Outcome(0, 1).ok and not Outcome(0, error=ValueError()).ok
     assert Resources().cpus == 1.0 and Resources().custom == {}
+
+
+# ---------------------------------------------------------------- what callers ask of an executor
+
+class FakeRay:
+    """What RayExecutor asks of the ray module for its totals and nodes."""
+
+    def cluster_resources(self):
+        return {"CPU": 6.0, "memory": 8.0 * 2**30, "edgekit-device:pi4": 1.0}
+
+    def nodes(self):
+        return [{"NodeID": "n1", "NodeManagerAddress": "10.0.0.1", "Alive": True, "Resources": {"CPU": 4.0}},
+                {"NodeID": "n2", "NodeManagerAddress": "10.0.0.2", "Alive": False, "Resources": {"CPU": 2.0}},
+                {"NodeID": "n3", "NodeManagerAddress": "10.0.0.3", "Alive": True,
+                 "Resources": {"CPU": 2.0, "edgekit-device:pi4": 1.0}}]
+
+
+def fake_ray_executor():
+    ex = object.__new__(executors.RayExecutor)       # no ray.init: the capabilities are read from `ray` alone
+    ex._ray = FakeRay()
+    return ex
+
+
+def test_capabilities_say_how_tasks_run_not_which_class_runs_them():
+    serial, threads, pool, ray = SerialExecutor(), executors.ThreadExecutor(3), executors.PoolExecutor(2), \
+        fake_ray_executor()
+    assert [e.concurrent for e in (serial, threads, pool, ray)] == [False, True, True, True]
+    assert [e.ships_files for e in (serial, threads, pool, ray)] == [False, False, False, True]
+    assert [e.cluster_resources()["CPU"] for e in (serial, threads, pool, ray)] == [1.0, 3.0, 2.0, 6.0]
+    available = executors.available_memory_mb()
+    for local in (serial, threads, pool):        # this host's memory, as the pool sizes itself with it
+        assert local.cluster_resources().get("memory") == (None if available is None else available * 2**20)
+    assert ray.cluster_resources() == FakeRay().cluster_resources()
+
+
+def test_nodes_are_this_host_locally_and_the_live_nodes_on_ray():
+    (node,) = executors.ThreadExecutor(2).nodes()
+    assert node["resources"]["CPU"] == 2.0 and node["ip"] == "127.0.0.1"
+    assert fake_ray_executor().nodes() == [
+        {"id": "n1", "ip": "10.0.0.1", "resources": {"CPU": 4.0}},
+        {"id": "n3", "ip": "10.0.0.3", "resources": {"CPU": 2.0, "edgekit-device:pi4": 1.0}}]
+
+
+def test_tier_c_shards_are_sized_by_what_the_executor_holds():
+    from edgekit.verify import shards
+
+    one = Resources(cpus=1, memory_mb=100)
+    assert shards.capacity(fake_ray_executor(), one) == (6, 8192, "cluster CPUs")
+    assert shards.capacity(executors.ThreadExecutor(2), one) == (2, executors.available_memory_mb(), "cores")
+
+
+def test_a_thread_executor_runs_tasks_at_once():
+    import threading
+
+    barrier = threading.Barrier(3, timeout=10)     # every task waits for the other two: only concurrent runs pass
+    with executors.ThreadExecutor(3) as threads:
+        out = threads.map(lambda x: (barrier.wait(), x)[1], [1, 2, 3], retries=0)
+    assert [o.value for o in out] == [1, 2, 3]
+
+
+def test_the_local_device_suite_runs_one_executor_task_per_device(monkeypatch):
+    """`suite._on_threads`: every device's worker at once, results in device order, a worker's bug raised."""
+    import threading
+
+    from edgekit.device import suite
+    from edgekit.device.transports import parse_device
+
+    barrier = threading.Barrier(2, timeout=10)
+
+    def worker(cfg, spec, prepared, runtimes, doc, say):
+        barrier.wait()
+        if spec.id == "broken":
+            raise RuntimeError("a bug in the worker")
+        return [f"{spec.id}:{p}" for p in prepared]
+
+    monkeypatch.setattr(suite, "device_worker", worker)
+
+    class Cfg:
+        devices = (parse_device("qemu:a55"), parse_device("qemu"))
+
+    docs = {d.id: None for d in Cfg.devices}
+    assert suite._on_threads(Cfg, ["b0", "b1"], {}, docs, print) == [["qemu-a55:b0", "qemu-a55:b1"],
+                                                                     ["qemu-default:b0", "qemu-default:b1"]]
+    Cfg.devices = (parse_device("qemu?name=broken"), parse_device("qemu"))
+    docs = {d.id: None for d in Cfg.devices}
+    with pytest.raises(RuntimeError, match="a bug in the worker"):
+        suite._on_threads(Cfg, ["b0"], {}, docs, print)
+
+
+def test_fan_out_goes_through_the_executors():
+    """No module of edgekit's packages starts its own thread or process pool, checks an executor's class or reaches
+    into its Ray handle: it asks the executor (concurrent, ships_files, cluster_resources, nodes)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    found = []
+    for folder in ("edgekit", "export", "lite", "quantize", "prune"):
+        for path in sorted((root / folder).rglob("*.py")):
+            if path == root / "edgekit" / "core" / "executors.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                where = f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}"
+                if isinstance(node, (ast.Name, ast.Attribute)):
+                    name = node.id if isinstance(node, ast.Name) else node.attr
+                    if name in ("ThreadPoolExecutor", "ProcessPoolExecutor"):
+                        found.append(f"{where} starts its own pool ({name})")
+                    if isinstance(node, ast.Attribute) and name == "_ray":
+                        found.append(f"{where} reaches into an executor's Ray handle")
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" and len(node.args) == 2:
+                    kinds = ast.unparse(node.args[1])
+                    if any(k in kinds for k in ("SerialExecutor", "ThreadExecutor", "PoolExecutor", "RayExecutor")):
+                        found.append(f"{where} checks an executor's class ({kinds})")
+    assert found == [], "\n".join(found)

@@ -11,6 +11,7 @@ from edgekit.build import optimise
 from edgekit.export import fold
 from edgekit.model.parity import OutputCheck, SameCheck
 from edgekit.model.passes import run_passes
+from edgekit.model.reports import Folding
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ def test_a_folded_graph_that_computes_the_same_replaces_the_model(monkeypatch):
     state, entry = _fold(monkeypatch, ("folded", _report()))
     assert state.static == "folded" and entry["applied"] is True and entry["check"]["passed"]
     assert entry["conv_chains_folded"] == 2
+    folding = Folding.of(entry)             # what the record holds: typed reads, the same entry for the manifest
+    assert folding.applied and folding.check["passed"] and folding.to_json() == entry
 
 
 def test_a_folded_graph_that_differs_is_not_used_and_the_record_says_why(monkeypatch):

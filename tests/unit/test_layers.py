@@ -1,6 +1,9 @@
 """The import order of edgekit's packages: each layer imports only itself and the layers below it, no module imports
 itself back through others (top-level or inside a function), and no module reaches for another's private names.
 
+An import under `if TYPE_CHECKING:` names a type for annotations and never runs: it must still go down the layers,
+but it makes no cycle (the shards' job names the Emulator whose `run` starts the shards).
+
 The layers, lowest first (docs/architecture.md draws the same table):"""
 
 from __future__ import annotations
@@ -52,10 +55,24 @@ def layer_of(module: str) -> int:
     return best[0]
 
 
-def _imports(module: str, path: Path):
-    """(imported module, imported name or None, line) for every import of an edgekit module, anywhere in the file."""
+def _typing_only(tree: ast.AST) -> set[int]:
+    """ids of the import nodes inside `if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`) blocks."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            found.update(id(n) for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    return found
+
+
+def _imports(module: str, path: Path, runtime_only: bool = False):
+    """(imported module, imported name or None, line) for every import of an edgekit module, anywhere in the file
+    (`runtime_only`: not those under `if TYPE_CHECKING:`)."""
     is_package = path.name == "__init__.py"
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skip = _typing_only(tree) if runtime_only else set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name in MODULES:
@@ -75,6 +92,7 @@ def _imports(module: str, path: Path):
 
 
 GRAPH = {m: sorted({t for t, _, _ in _imports(m, p) if t != m}) for m, p in MODULES.items()}
+RUNTIME_GRAPH = {m: sorted({t for t, _, _ in _imports(m, p, runtime_only=True) if t != m}) for m, p in MODULES.items()}
 
 
 def test_every_import_goes_down_the_layers():
@@ -85,7 +103,7 @@ def test_every_import_goes_down_the_layers():
 
 
 def test_no_import_cycles():
-    """Tarjan's strongly connected components over every import, including those inside functions."""
+    """Tarjan's strongly connected components over every import that runs, including those inside functions."""
     index, low, stack, on_stack, cycles, counter = {}, {}, [], set(), [], [0]
 
     def visit(v):
@@ -93,7 +111,7 @@ def test_no_import_cycles():
         counter[0] += 1
         stack.append(v)
         on_stack.add(v)
-        for w in GRAPH.get(v, ()):
+        for w in RUNTIME_GRAPH.get(v, ()):
             if w.startswith(v + ".") or v.startswith(w + "."):
                 continue            # a package and its own modules (__init__ re-exports)
             if w not in index:
@@ -112,7 +130,7 @@ def test_no_import_cycles():
             if len(component) > 1:
                 cycles.append(sorted(component))
 
-    for module in sorted(GRAPH):
+    for module in sorted(RUNTIME_GRAPH):
         if module not in index:
             visit(module)
     assert cycles == [], "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
@@ -162,3 +180,9 @@ def test_the_architecture_page_maps_every_folder_to_its_layer():
     for folder, layer in rows.items():
         module = "edgekit." + folder.removeprefix("edgekit/").strip("/").removesuffix(".py").replace("/", ".")
         assert layer_of(module) == layer, (folder, layer, layer_of(module))
+
+
+def test_a_type_only_import_counts_for_the_layers_but_makes_no_cycle():
+    assert "edgekit.verify.emulator" in GRAPH["edgekit.verify.shards"]          # named for ShardJob's annotations
+    assert "edgekit.verify.emulator" not in RUNTIME_GRAPH["edgekit.verify.shards"]
+    assert "edgekit.verify.shards" in RUNTIME_GRAPH["edgekit.verify.emulator"]  # Emulator.run starts the shards

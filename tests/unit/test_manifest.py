@@ -15,6 +15,7 @@ from edgekit.model.evalset import EvalSet
 from edgekit.build.manifest import build_manifest
 from edgekit.model.parity import Check, ParityReport
 from edgekit.build.record import BuildRecord
+from edgekit.model.reports import Emulation, Golden
 from edgekit.core.tables import Precision
 from edgekit.tasks import make_task
 
@@ -41,8 +42,8 @@ def _record(tmp_path: Path, precision=Precision.fp32, quantized=None) -> BuildRe
     report = ParityReport(samples=3).extended(checks=[Check("A", "twin", "max_abs", 0.0, 1e-4, False)],
                                               metrics={"fp32 reference": {"top1": 100.0}})
     return BuildRecord(cfg, tmp_path / "work", staging, feeds=static.feeds, static=static, evaluation=evaluation,
-                       quantized=quantized, device=device, twin=twin, report=report, golden={"count": 3},
-                       emulation={"ran": False, "reason": "no runtime"}, timings={"load": 0.1})
+                       quantized=quantized, device=device, twin=twin, report=report, golden=Golden.of({"count": 3}),
+                       emulation=Emulation(ran=False, reason="no runtime"), timings={"load": 0.1})
 
 
 def test_manifest_holds_what_reproduces_and_audits_the_build(tmp_path):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from edgekit.core.errors import ParityError
-from edgekit.model.parity import Check, ParityReport, compare, cosine, max_abs, snr_db, top1
+from edgekit.model.parity import Check, OutputStats, ParityReport, compare, cosine, max_abs, snr_db, top1
 
 
 def test_max_abs():
@@ -94,7 +94,7 @@ def test_compare_raises(ref, got, fragment):
 
 def test_report_passes_and_serialises():
     report = ParityReport(checks=[Check("A", "twin", "max_abs", 1e-6, 1e-4, False)], samples=4,
-                          outputs={"A": [{"output": "y", "max_abs": 1e-6, "cosine": 1.0, "snr_db": 120.0}]},
+                          outputs={"A": (OutputStats("y", 1e-6, 1.0, 120.0),)},
                           accuracy={"reference": 97.5}, notes=["n1"])
     assert report.passed and report.failures() == []
     report.raise_if_failed()
@@ -107,6 +107,7 @@ def test_report_passes_and_serialises():
     ]
     record = report.to_json()
     assert record["passed"] is True
+    assert record["outputs"] == {"A": [{"output": "y", "max_abs": 1e-6, "cosine": 1.0, "snr_db": 120.0}]}
     assert record["checks"][0]["passed"] is True and record["checks"][0]["limit"] == 1e-4
 
 
@@ -185,7 +186,7 @@ def test_report_extended_is_a_new_report_with_the_primary_metric_per_engine():
                          metrics={"arm64 .nb": {"exact_match": 99.0, "char_accuracy": 99.9}}, notes=["n"],
                          extra={"C": {"abi": "aarch64"}})
     assert base.checks == () and base.outputs == {} and base.notes == ()
-    assert more.accuracy == {"arm64 .nb": 99.0} and more.outputs["C"][0]["output"] == "y"
+    assert more.accuracy == {"arm64 .nb": 99.0} and more.outputs["C"][0].output == "y"
     assert more.to_json()["tiers"] == {"C": {"abi": "aarch64"}} and more.passed
 
 
