@@ -42,9 +42,10 @@ KINDS: tuple[tuple[str, str, str], ...] = (
      r"fp32_to_int8|int8_to_fp32|int32_to_int8|int32_to_fp32|int8_to_int32|quantizetensor|calib|quantiz|dequant"),
     ("depthwise", "depthwise conv", r"depthwise|conv_dw|_dw\b|_dw_|dw_conv|nxwc8_int8_dw"),
     ("int8_gemm", "INT8 GEMM/conv", r"(?=.*(?:int8|int16|sdot|signed char>|<int>|precisiontype\)2))"
-                                    r"(?=.*(?:gemm|gemv|conv|sdot|pack|fc|matmul|_trans|im2col|sparse))"),
+                                    r"(?=.*(?:gemm|gemv|conv|sdot|pack|fc|matmul|_trans|im2col|col2im|sparse))"),
     ("fp32_gemm", "FP32 GEMM/conv",
-     r"sgemm|sgemv|gemm|gemv|prepack|loadb|packb|winograd|conv_3x3s|conv_\w*direct|im2col|conv_compute|"
+     r"sgemm|sgemv|gemm|gemv|prepack|loadb|packb|winograd|conv_3x3s|conv_\w*direct|im2col|col2im|conv_compute|"
+     r"conv2dtranspose|"
      r"input_trans|output_trans|weight_trans|fc_|conv_1x1|matmul"),
     ("softmax", "softmax", r"softmax"),
     ("activation", "activation",
@@ -236,17 +237,18 @@ def _fde_ranges(frame: bytes, address: int) -> list[tuple[int, int]]:
     return out
 
 
-def demangle(names: Sequence[str]) -> dict[str, str]:
-    """C++ names demangled by c++filt without parameter lists (binutils); names as they are without it."""
+def demangle(names: Sequence[str], *, parameters: bool = False) -> dict[str, str]:
+    """C++ names demangled by c++filt (binutils), without parameter lists unless `parameters`; names as they are
+    without it."""
     tool = shutil.which("c++filt")
     if tool is None or not names:
         return {n: n for n in names}
-    done = subprocess.run([tool, "-p"], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=120,
-                          check=False)
+    done = subprocess.run([tool] + ([] if parameters else ["-p"]), input="\n".join(names) + "\n",
+                          capture_output=True, text=True, timeout=120, check=False)
     lines = done.stdout.splitlines()
     if done.returncode != 0 or len(lines) != len(names):
         return {n: n for n in names}
-    return {n: _tidy(d) for n, d in zip(names, lines)}
+    return {n: (d if parameters else _tidy(d)) for n, d in zip(names, lines)}
 
 
 def _tidy(name: str) -> str:
@@ -336,15 +338,22 @@ def attribute(blocks: Iterable[tuple[int, str, int]], maps: Sequence[Mapping_], 
     return found
 
 
-def summarize(functions: Mapping[tuple[str, str], Mapping[str, int]], names: Mapping[str, str] | None = None) -> dict:
-    """Per function and per op kind: instructions, share, class shares; INT8 vs float vs conversions."""
-    names = names or {}
+def summarize(functions: Mapping[tuple[str, str], Mapping[str, int]], names: Mapping[str, str] | None = None,
+              signatures: Mapping[str, str] | None = None) -> dict:
+    """Per function and per op kind: instructions, share, class shares; INT8 vs float vs conversions. `names`: the
+    shown (demangled) name of each raw one; `signatures`: with parameter types, which tell a precision the name
+    does not (im2col_packb_3x3s1p1(signed char const*, ...) packs INT8 data)."""
+    names, signatures = names or {}, signatures or {}
     total = sum(c["total"] for c in functions.values())
     rows = []
     for (library, raw), c in functions.items():
         name = names.get(raw, raw)
         kind = kind_of(library, name)
-        rows.append({"library": library, "function": name, "kind": kind, "precision": precision_of(kind, name),
+        signature = signatures.get(raw, name)
+        if kind == "fp32_gemm" and INT8_PATTERN.search(signature.lower()):
+            kind = "int8_gemm"
+        rows.append({"library": library, "function": name, "kind": kind,
+                     "precision": precision_of(kind, signature),
                      **{k: c[k] for k in ("total", "simd_fp", "load_store", "branch", "other", "dot_product")}})
     rows.sort(key=lambda r: (-r["total"], r["library"], r["function"]))
     for r in rows:
@@ -432,11 +441,12 @@ def measure(emulator, nb_file: Path, sample: Mapping[str, np.ndarray], *, cpu: s
         raise ToolError(f"the runner's record maps no {LITE_LIBRARY} with symbols",
                         "rebuild native/ (a runner that records code_maps) and profile with the unstripped runtime")
     functions = attribute(counts.profile.blocks, maps, region["total"])
-    names = demangle(sorted({f for _, f in functions}))
+    raw = sorted({f for _, f in functions})
+    names, signatures = demangle(raw), demangle(raw, parameters=True)
     found = {"schema": SCHEMA, "unit": "guest instructions, one inference (timed run 0 after one warm-up)",
              "cpu_profile": cpu, "kernel_path": (result.record.get("cpu") or {}).get("int8_kernel_path"),
              "runtime": str(emulator.runtime.library), "runtime_sha256": emulator.runtime.sha256,
-             "counted": region, **summarize(functions, names)}
+             "counted": region, **summarize(functions, names, signatures)}
     if cached is not None:
         atomic.write_json(cached, found)
     return dict(found, cached=False)
