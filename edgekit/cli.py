@@ -281,7 +281,8 @@ def inspect(
 
     if profile:
         from edgekit.core.errors import ConfigError
-        from edgekit.verify.profile import profile_bundle, table
+        from edgekit.consumers.costs import profile_bundle
+        from edgekit.verify.profile import table
 
         if not path.is_dir():
             raise ConfigError(f"--profile needs a bundle folder (its golden input is what runs), not {path}",
@@ -320,7 +321,8 @@ def bench(
     from edgekit.consumers.costs import bench_bundles, table
 
     if profile:
-        from edgekit.verify.profile import bench_profiles, compare_table
+        from edgekit.consumers.costs import bench_profiles
+        from edgekit.verify.profile import compare_table
 
         settings = _emulation_settings(lite_arm, cpu)
         result = bench_profiles(bundles, settings, [cpu] if cpu else None, timeout=timeout)

@@ -452,37 +452,6 @@ def measure(emulator, nb_file: Path, sample: Mapping[str, np.ndarray], *, cpu: s
     return dict(found, cached=False)
 
 
-def profile_bundle(path: Path, settings, *, cpu: str | None = None, timeout: float = 3600,
-                   cache: bool = False) -> dict:
-    """`edgekit inspect BUNDLE --profile`: golden input 0 of an arm64 bundle, profiled on `cpu` (default: the
-    settings' CPU profile) with the unstripped runtime found by `symbols_runtime`. Measured afresh unless `cache`
-    (a profile is three inferences under the plugin: seconds for small models, a minute for PP-OCR det)."""
-    import dataclasses
-
-    from edgekit.build.bundle import load
-    from edgekit.verify.emulator import Emulator, native_cache
-    from edgekit.core.errors import BundleError
-    from edgekit.core.tables import TARGETS, Target
-
-    bundle = load(Path(path))
-    manifest = bundle.manifest
-    target = manifest["model"]["target"]
-    if TARGETS[Target(target)].emulation != "aarch64":
-        raise BundleError(f"{path} is a {target} bundle; profiles exist for arm64 bundles only",
-                          "profile the arm64 build of the model (the symbol build of Lite is armv8 only)")
-    lite = symbols_runtime(settings.runtime)
-    emulator = Emulator.prepare("aarch64", dataclasses.replace(settings, runtime=lite, cpu=cpu or settings.cpu),
-                                timeout)
-    sample = {i["name"]: np.load(Path(path) / i["file"], allow_pickle=False)[:1] for i in manifest["golden"]["inputs"]}
-    found = measure(emulator, bundle.nb_file, sample, cpu=cpu or settings.cpu,
-                    cache_folder=native_cache() / "profiles" if cache else None)
-    recorded = ((((manifest.get("emulation") or {}).get("instruction_counts") or {}).get("paths") or {})
-                .get(cpu or settings.cpu) or {}).get("per_inference")
-    found["recorded_total"] = recorded["total"] if recorded else None
-    found.update(bundle=str(path), model=manifest["model"].get("name"), precision=manifest["model"].get("precision"))
-    return found
-
-
 def table(found: Mapping, *, top: int = TOP_FUNCTIONS) -> list[str]:
     """The profile as text: op kinds, INT8 vs float, then the top functions (the rest summed in one row)."""
     total = found["total"]
@@ -514,21 +483,6 @@ def table(found: Mapping, *, top: int = TOP_FUNCTIONS) -> list[str]:
         n = sum(r["total"] for r in rest)
         lines.append(f"{f'({len(rest)} more functions)':<64} {'':<11} {n:>13,} {n / total if total else 0:>7.2%}")
     return lines
-
-
-def bench_profiles(paths: Sequence[Path], settings, cpus: Sequence[str] | None = None, *,
-                   timeout: float = 3600) -> dict:
-    """`edgekit bench --profile`: every bundle profiled on each CPU profile in `cpus` (default: one per INT8 kernel
-    family of arm64, costs.kernel_paths)."""
-    from edgekit.verify.counts import kernel_paths
-
-    cpus = list(cpus or kernel_paths("aarch64"))
-    profiles = []
-    for path in paths:
-        for cpu in cpus:
-            profiles.append(profile_bundle(Path(path), settings, cpu=cpu, timeout=timeout))
-    return {"schema": "edgekit.bench-profile/1", "unit": "guest instructions per inference", "cpus": cpus,
-            "profiles": profiles}
 
 
 def compare_table(result: Mapping, *, top: int = 15) -> list[str]:

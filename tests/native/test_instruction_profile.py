@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from edgekit.consumers import costs
 from edgekit.verify import profile
 from edgekit.cli import app
 from edgekit.contracts.settings import EmulationConfig
@@ -33,7 +34,7 @@ def settings(emulation):
 
 
 def test_digits_int8_profile_adds_up_and_is_identical_across_runs(settings, digits_int8):
-    first = profile.profile_bundle(digits_int8, settings, cpu="default", cache=False)
+    first = costs.profile_bundle(digits_int8, settings, cpu="default", cache=False)
     total = first["total"]
     assert total == first["counted"]["total"]              # the region the plugin counted, whole
     assert sum(k["total"] for k in first["kinds"]) == total
