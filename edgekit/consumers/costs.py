@@ -103,30 +103,30 @@ def profile_bundle(path: Path, settings, *, cpu: str | None = None, timeout: flo
     (a profile is three inferences under the plugin: seconds for small models, a minute for PP-OCR det)."""
     import dataclasses
 
-    import numpy as np
-
     from edgekit.build.bundle import load
+    from edgekit.consumers.inspection import golden_vectors
+    from edgekit.core.errors import BundleError
+    from edgekit.core.tables import TARGETS
     from edgekit.verify.emulator import Emulator, native_cache
     from edgekit.verify.profile import measure, symbols_runtime
-    from edgekit.core.errors import BundleError
-    from edgekit.core.tables import TARGETS, Target
 
     bundle = load(Path(path))
-    manifest = bundle.manifest
-    target = manifest["model"]["target"]
-    if TARGETS[Target(target)].emulation != "aarch64":
-        raise BundleError(f"{path} is a {target} bundle; profiles exist for arm64 bundles only",
+    model = bundle.manifest.model
+    if TARGETS[model.target].emulation != "aarch64":
+        raise BundleError(f"{path} is a {model.target.value} bundle; profiles exist for arm64 bundles only",
                           "profile the arm64 build of the model (the symbol build of Lite is armv8 only)")
     lite = symbols_runtime(settings.runtime)
-    emulator = Emulator.prepare("aarch64", dataclasses.replace(settings, runtime=lite, cpu=cpu or settings.cpu),
-                                timeout)
-    sample = {i["name"]: np.load(Path(path) / i["file"], allow_pickle=False)[:1] for i in manifest["golden"]["inputs"]}
-    found = measure(emulator, bundle.nb_file, sample, cpu=cpu or settings.cpu,
+    cpu = cpu or settings.cpu
+    emulator = Emulator.prepare("aarch64", dataclasses.replace(settings, runtime=lite, cpu=cpu), timeout)
+    feeds, _, _ = golden_vectors(bundle)           # checked against golden.json before they are read
+    sample = {name: values[:1] for name, values in feeds.items()}
+    found = measure(emulator, bundle.nb_file, sample, cpu=cpu,
                     cache_folder=native_cache() / "profiles" if cache else None)
-    recorded = ((((manifest.get("emulation") or {}).get("instruction_counts") or {}).get("paths") or {})
-                .get(cpu or settings.cpu) or {}).get("per_inference")
-    found["recorded_total"] = recorded["total"] if recorded else None
-    found.update(bundle=str(path), model=manifest["model"].get("name"), precision=manifest["model"].get("precision"))
+    emulation = bundle.manifest.emulation
+    counts = emulation.instruction_counts if emulation is not None else None
+    recorded = counts.paths.get(cpu) if counts is not None else None
+    found["recorded_total"] = recorded.total if recorded is not None else None
+    found.update(bundle=str(path), model=model.name, precision=model.precision.value)
     return found
 
 
