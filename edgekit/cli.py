@@ -267,10 +267,33 @@ def prune_command(
 def inspect(
     path: Path = typer.Argument(..., help="A .nb file or a bundle folder."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
+    profile: bool = typer.Option(False, "--profile", help="Profile one inference of an arm64 bundle's model.nb (golden "
+                                 "input 0) under qemu: instructions per op kind and per kernel function, INT8 vs float, "
+                                 "the conversions INT8 adds (docs/costs.md). Runs Lite's unstripped build: "
+                                 "EDGEKIT_LITE_ARM_SYMBOLS, else symbols/ inside the runtime folder."),
+    lite_arm: LiteArmOpt = None,
+    cpu: CpuOpt = None,
+    timeout: float = typer.Option(3600.0, "--timeout", help="Seconds the profiled run may take (--profile)."),
 ) -> None:
-    """Show a .nb's size, opt version and ops, or a bundle's manifest summary and checksum status."""
+    """Show a .nb's size, opt version and ops, or a bundle's manifest summary and checksum status; with --profile,
+    where one inference's instructions go."""
     from edgekit.consumers.inspection import describe
 
+    if profile:
+        from edgekit.core.errors import ConfigError
+        from edgekit.consumers.costs import profile_bundle
+        from edgekit.verify.profile import table
+
+        if not path.is_dir():
+            raise ConfigError(f"--profile needs a bundle folder (its golden input is what runs), not {path}",
+                              "pass a folder written by edgekit build")
+        found = profile_bundle(path, _emulation_settings(lite_arm, cpu), timeout=timeout)
+        if as_json:
+            typer.echo(json.dumps(found, indent=2))
+        else:
+            for line in table(found):
+                typer.echo(line)
+        return
     info = describe(path)
     if as_json:
         typer.echo(json.dumps(info, indent=2, sort_keys=True))
@@ -286,11 +309,30 @@ def bench(
     bundles: List[Path] = typer.Argument(..., help="Bundle folders; the first is the baseline the others are compared "
                                          "with."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
+    profile: bool = typer.Option(False, "--profile", help="Profile each arm64 bundle under qemu instead (golden input "
+                                 "0, on the --cpu path, or on every INT8 kernel path: default and a55): instructions "
+                                 "per op kind side by side, then each bundle's top kernel functions (docs/costs.md)."),
+    lite_arm: LiteArmOpt = None,
+    cpu: CpuOpt = None,
+    timeout: float = typer.Option(3600.0, "--timeout", help="Seconds each profiled run may take (--profile)."),
 ) -> None:
     """Compare bundles' instruction counts per inference, per kernel path, as tier C recorded them (INT8 vs FP32,
     pruned vs not, armv7 vs arm64). Counts are deterministic, unlike emulated time (docs/costs.md)."""
     from edgekit.consumers.costs import bench_bundles, table
 
+    if profile:
+        from edgekit.consumers.costs import bench_profiles
+        from edgekit.verify.profile import compare_table
+
+        settings = _emulation_settings(lite_arm, cpu)
+        result = bench_profiles(bundles, settings, [cpu] if cpu else None, timeout=timeout)
+        lines = compare_table(result)
+        if as_json:
+            typer.echo(json.dumps(result, indent=2))
+        else:
+            for line in lines:
+                typer.echo(line)
+        return
     result = bench_bundles(bundles)
     if as_json:
         typer.echo(json.dumps(result, indent=2))

@@ -44,6 +44,23 @@ class InstructionCounts:
     passes: tuple[dict[str, int], ...]
     warmups: tuple[dict[str, int], ...]
     timed: tuple[dict[str, int], ...]    # each {"total", "simd_fp", "load_store", "branch", "other", "dot_product"}
+    profile: "BlockProfile | None" = None   # with run_runner(..., profile_region=N)
+
+
+PROFILE_CLASSES = {"s": "simd_fp", "d": "simd_fp", "l": "load_store", "b": "branch", "o": "other"}  # d: dot product
+
+
+@dataclass(frozen=True)
+class BlockProfile:
+    """One region's executed code, as the plugin saw it: each translated block (guest address of its first
+    instruction, one class letter per instruction, PROFILE_CLASSES) with its executions inside the region. A block's
+    instructions follow each other at 4 bytes (AArch64); their sum over blocks is the region's total."""
+
+    region: int
+    blocks: tuple[tuple[int, str, int], ...]
+
+    def total(self) -> int:
+        return sum(len(classes) * runs for _, classes, runs in self.blocks)
 
 
 def parse_counts(data: object, record: Mapping) -> InstructionCounts:
@@ -72,8 +89,38 @@ def parse_counts(data: object, record: Mapping) -> InstructionCounts:
         raise bad(f"{len(regions)} counted regions for {sum(runs)} runs (pass {runs[0]}, warm-up {runs[1]}, "
                   f"timed {runs[2]})")
     clean = tuple({f: r[f] for f in FIELDS} for r in regions)
+    profile = _parse_profile(data.get("profile"), clean, bad) if "profile" in data else None
     return InstructionCounts(str(data.get("target")), str(data.get("classifier")), clean[:runs[0]],
-                             clean[runs[0]:runs[0] + runs[1]], clean[runs[0] + runs[1]:])
+                             clean[runs[0]:runs[0] + runs[1]], clean[runs[0] + runs[1]:], profile)
+
+
+def _parse_profile(found: object, regions: tuple[dict, ...], bad) -> BlockProfile:
+    """The plugin's per-block profile of one region, refused unless its blocks add up to that region's counts."""
+    if not isinstance(found, dict) or not isinstance(found.get("blocks"), list):
+        raise bad("the profile has no block list")
+    region = found.get("region")
+    if type(region) is not int or not 0 <= region < len(regions) or found.get("complete") is not True:
+        raise bad(f"the profiled region {region!r} did not run to its end ({len(regions)} regions counted)")
+    if found.get("lost_blocks"):
+        raise bad(f"the plugin could not record {found['lost_blocks']} blocks (out of memory?)")
+    blocks = []
+    for entry in found["blocks"]:
+        if (not isinstance(entry, list) or len(entry) != 3 or type(entry[0]) is not int or type(entry[2]) is not int
+                or not isinstance(entry[1], str) or not entry[1] or set(entry[1]) - set(PROFILE_CLASSES)):
+            raise bad(f"a profile block is malformed: {str(entry)[:80]}")
+        blocks.append((entry[0], entry[1], entry[2]))
+    profile = BlockProfile(region, tuple(blocks))
+    want = regions[region]
+    sums = dict.fromkeys(FIELDS, 0)
+    for _, classes, runs in profile.blocks:
+        for letter in classes:
+            sums[PROFILE_CLASSES[letter]] += runs
+            sums["dot_product"] += runs if letter == "d" else 0
+    sums["total"] = sum(sums[c] for c in CLASSES)
+    if sums != want:
+        raise bad(f"the profile's blocks add up to {sums['total']:,} instructions, region {region} counted "
+                  f"{want['total']:,} (classes {sums} vs {want})")
+    return profile
 
 
 def plugin_key() -> tuple[str, dict]:

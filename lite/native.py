@@ -303,8 +303,12 @@ def _raise_for(done: proc.ProcessRecord, record: dict | None, what: str, profile
 def run_runner(build: NativeBuild, runtime: LiteRuntime, nb_file: Path, feeds: Mapping[str, np.ndarray], *,
                expect: Sequence[InputSpecLike] = (), threads: int = 1, batch: int = 1, warmup: int = 0,
                repeat: int = 0, power_mode: str = "no_bind", cpu_profile: str | CpuProfile = "default", timeout: float = 600,
-               workdir: Path | None = None, icount_plugin: Path | None = None, rows: bool = False) -> RunnerResult:
+               workdir: Path | None = None, icount_plugin: Path | None = None, rows: bool = False,
+               profile_region: int | None = None) -> RunnerResult:
     """Run `nb_file` on `feeds` (name -> array, samples first) under emulation; outputs in output order.
+
+    `profile_region`: with `icount_plugin`, the plugin also profiles that region (0 = the first inference) block by
+    block (lite/icount.py BlockProfile; the record's `code_maps` say where each library was loaded).
 
     `rows`: the model ends in NMS rows + a per-sample count (the runner's --rows): the rows of all samples come
     back concatenated, the count output splits them.
@@ -327,7 +331,8 @@ def run_runner(build: NativeBuild, runtime: LiteRuntime, nb_file: Path, feeds: M
             if "," in f"{icount_plugin}{work}":
                 raise ConfigError(f"qemu cannot load a plugin or write its file on a path with a comma ({icount_plugin}, "
                                   f"{work})", "use cache and working folders without commas")
-            prefix[1:1] = ["-plugin", f"{icount_plugin},out={work / 'icount.json'}"]
+            profiled = f",profile={int(profile_region)}" if profile_region is not None else ""
+            prefix[1:1] = ["-plugin", f"{icount_plugin},out={work / 'icount.json'}{profiled}"]
             prefix[0] = shutil.which(prefix[0]) or prefix[0]    # run with an empty environment (lite/icount.py)
         argv = prefix + [
             str(build.runner), "--model", str(Path(nb_file).absolute()), "--inputs", str(inputs), "--out", str(out),

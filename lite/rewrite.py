@@ -8,6 +8,15 @@ program as it was (docs/toolchain.md lists what was measured):
 - `whole_tensor_reductions`: reductions over every element, which Lite's ARM kernels get wrong;
 - `constant_pad_value`: `pad3d` with a constant value, which Lite pads with zeros;
 - `scale_after_activation`: a `scale` after a conv-fused activation, which opt folds into the conv;
+- `depthwise_even_stride` (ARM): a depthwise conv with strides (2, 1) or (1, 2), common in OCR models, has no
+  depthwise kernel in Lite (they need equal strides) and runs as a scalar im2col plus one tiny GEMM per channel
+  (PP-OCR cls: 6.35 M of 20 M instructions per inference, INT8 and FP32 alike; docs/costs.md). It becomes the same
+  conv at stride 1 (Lite's SIMD depthwise kernels) and a `strided_slice` keeping every second row (or column),
+  placed after what Lite fuses into the conv (dequantize, bias, activation), so nothing else changes;
+- `scalar_constants_per_channel` (ARM): `x * a` and `x + b` with a learned one-element `a`, `b` (PP-LCNetV3's
+  learnable affine blocks, every layer of PP-OCRv4 det and rec) run on Lite's generic broadcast path, value by value
+  (PP-OCRv4 det: 581 M of 917 M instructions per inference); with the constant repeated per channel (axis 1) they
+  take the vectorised per-channel path (same outputs, bit for bit, on Lite's ARM kernels);
 - `flatten_to_reshape` (x86; for arm only when opt crashed without it: edgekit.build.stages.convert_target
   retries, measured on MobileNetV2): opt segfaults on Paddle 2.6's `flatten_contiguous_range`
   (Lite's op expects an `XShape` output Paddle 2.6 no longer writes); `reshape2` with shape
@@ -16,6 +25,7 @@ program as it was (docs/toolchain.md lists what was measured):
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -291,13 +301,177 @@ def zero_d_constants(model: StaticModel, out_dir: Path,
                     "reason": "Paddle-Lite 2.13 aborts on a 0-D fill_constant"})
 
 
+DEPTHWISE = ("depthwise_conv2d", "conv2d")
+# what follows a conv channel by channel and is fused into it by opt: slicing after them computes the same tensor
+PER_CHANNEL_FOLLOWERS = ("fake_channel_wise_dequantize_max_abs", "fake_dequantize_max_abs", "dequantize_linear",
+                         "elementwise_add", *CONV_FUSED_ACTIVATIONS)
+
+
+def depthwise_even_stride(model: StaticModel, out_dir: Path,
+                          samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
+    """A depthwise conv with strides (2, 1) / (1, 2) becomes the conv at stride 1 and a strided_slice (module doc)."""
+    program = prog.parse_program(model.model_file)
+    replaced = _each_op(program, _uneven_depthwise, _replace_uneven_depthwise)
+    return _finish(program, model, out_dir, samples, replaced, "the depthwise even-stride rewrite",
+                   {"rewrite": "depthwise conv strides (2,1)/(1,2) -> stride 1 + strided_slice",
+                    "reason": "Paddle-Lite 2.13's ARM depthwise kernels need equal strides; the fallback is a scalar "
+                              "im2col and a GEMM per channel"})
+
+
+def _uneven_depthwise(block, op) -> bool:
+    if op.type not in DEPTHWISE or "Filter" not in op.input_names:
+        return False
+    strides, groups = list(op.attr("strides")), int(op.attr("groups") or 1)
+    dilations = list(op.attr("dilations") or [1, 1])
+    shape = list(block._var_recursive(op.input("Filter")[0]).shape)
+    return (len(strides) == 2 and sorted(strides) == [1, 2] and dilations == [1, 1] and len(shape) == 4
+            and shape[1] == 1 and groups == shape[0] > 1 and op.attr("padding_algorithm") in ("EXPLICIT", None, ""))
+
+
+def _sole_consumer(block, name: str, after: int):
+    users = [(i, op) for i, op in enumerate(block.ops) if i > after and name in op.input_arg_names]
+    return users[0] if len(users) == 1 else (None, None)
+
+
+def _main_output(op) -> str:
+    for slot in ("Output", "Out", "Y"):
+        if slot in op.output_names and op.output(slot):
+            return op.output(slot)[0]
+    return op.output_arg_names[0]
+
+
+def _stride1_length(block, op, axis: int) -> int:
+    """The conv's output length along `axis` at stride 1, from the program's static shapes; a large end (the slice
+    clamps it) when the input's size there is not fixed."""
+    size = list(block._var_recursive(op.input("Input")[0]).shape)[axis]
+    kernel = list(block._var_recursive(op.input("Filter")[0]).shape)[axis]
+    pads = list(op.attr("paddings") or [0, 0])
+    before, after = (pads[axis - 2], pads[axis - 2]) if len(pads) == 2 else (pads[2 * (axis - 2)], pads[2 * (axis - 2) + 1])
+    return size + before + after - kernel + 1 if size and size > 0 else 2 ** 31 - 1
+
+
+def _replace_uneven_depthwise(block, index: int, op) -> int:
+    axis = 2 if list(op.attr("strides"))[0] == 2 else 3
+    length = _stride1_length(block, op, axis)
+    op._set_attr("strides", [1, 1])
+    # walk forward over what opt fuses into the conv (each the sole consumer of the one before)
+    last_index, last = index, op
+    while True:
+        at, user = _sole_consumer(block, _main_output(last), last_index)
+        if user is None or user.type not in PER_CHANNEL_FOLLOWERS or (
+                user.type == "elementwise_add" and not block._var_recursive(user.input("Y")[0]).persistable):
+            break
+        last_index, last = at, user
+    out_name = _main_output(last)
+    out_var = block.var(out_name)
+    shape = list(out_var.shape)
+    shape[axis] = length if length < 2 ** 31 - 1 else -1
+    full = block.create_var(name=f"{out_name}.edgekit_stride1", shape=shape, dtype=out_var.dtype, stop_gradient=True)
+    last._rename_output(out_name, full.name)
+    width = _stride1_length(block, op, 3)
+    if axis == 2 and width < 2 ** 31 - 1 and 1 < length < 2 ** 31 - 1:
+        return _keep_even_rows(block, last_index + 1, full, out_var, length, width)
+    block._insert_op(last_index + 1, type="strided_slice", inputs={"Input": [full]}, outputs={"Out": [out_var]},
+                     attrs={"axes": [axis], "starts": [0], "ends": [length], "strides": [2],
+                            "infer_flags": [1], "decrease_axis": []})
+    return last_index + 2
+
+
+def _keep_even_rows(block, index: int, full, out_var, length: int, width: int) -> int:
+    """Rows 0, 2, 4, ... of `full` [N, C, length, width] into `out_var`, with ops Lite runs as memcpy of whole rows
+    (its strided_slice and slice copy value by value: measured 1.4 M and 1.8 M instructions on PP-OCR cls's four such
+    convs): [N, C, 2m, W] viewed as [N, C, m, 2W] (a reshape, no copy) split into its first and second W columns;
+    an odd length keeps its last row aside (split along H) and puts it back (concat)."""
+    def var(suffix, shape):
+        return block.create_var(name=f"{out_var.name}.edgekit_{suffix}", shape=shape, dtype=out_var.dtype,
+                                stop_gradient=True)
+
+    def op(kind, inputs, outputs, attrs):
+        nonlocal index
+        block._insert_op(index, type=kind, inputs=inputs, outputs=outputs, attrs=attrs)
+        index += 1
+
+    pairs, channels = length // 2, out_var.shape[1]
+    head, last = full, None
+    if length % 2:
+        head, last = var("head_rows", [-1, channels, 2 * pairs, width]), var("last_row", [-1, channels, 1, width])
+        op("split", {"X": [full]}, {"Out": [head, last]}, {"axis": 2, "num": 0, "sections": [2 * pairs, 1]})
+    viewed, xshape = var("row_pairs", [-1, channels, pairs, 2 * width]), var("row_pairs_xshape", [0, *full.shape])
+    op("reshape2", {"X": [head]}, {"Out": [viewed], "XShape": [xshape]}, {"shape": [0, 0, pairs, 2 * width]})
+    even = var("even_rows", [-1, channels, pairs, width]) if last is not None else out_var
+    op("split", {"X": [viewed]}, {"Out": [even, var("odd_rows", [-1, channels, pairs, width])]},
+       {"axis": 3, "num": 0, "sections": [width, width]})
+    if last is not None:
+        op("concat", {"X": [even, last]}, {"Out": [out_var]}, {"axis": 2})
+    return index
+
+
+SCALAR_ELEMENTWISE = ("elementwise_add", "elementwise_mul", "elementwise_sub", "elementwise_div")
+COMMUTATIVE = ("elementwise_add", "elementwise_mul")
+
+
+def scalar_constants_per_channel(model: StaticModel, out_dir: Path,
+                                 samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
+    """An elementwise op between an NCHW tensor and a one-element parameter gets the parameter repeated per channel
+    (axis 1); for add and mul the constant may be either operand (module doc)."""
+    import paddle
+
+    replaced = 0
+    with prog.editing(model.model_file) as (program, feed_names, fetch_vars, scope, exe):
+        block = program.global_block()
+        for op in list(block.ops):
+            operands = _tensor_and_scalar(block, op)
+            if operands is None:
+                continue
+            tensor, scalar, channels = operands
+            value = np.array(scope.find_var(scalar).get_tensor(), dtype=np.float32).reshape(-1)
+            name = f"{scalar}.edgekit_per_channel_{channels}"
+            if not block.has_var(name):
+                block.create_var(name=name, shape=[channels], dtype=block.var(scalar).dtype, persistable=True)
+                scope.var(name).get_tensor().set(np.full([channels], value[0], np.float32), paddle.CPUPlace())
+            if op.input("X")[0] != tensor:                  # commutative: the tensor becomes X
+                op.desc.set_input("X", [tensor])
+            op.desc.set_input("Y", [name])
+            op._set_attr("axis", 1)
+            replaced += 1
+        if not replaced:
+            return PassResult(model)
+        saved, _, fetches = prog.save_edited(program, exe, out_dir, [block.var(n) for n in feed_names], fetch_vars)
+    rewritten = StaticModel(out_dir / "model.pdmodel", out_dir / "model.pdiparams", model.feeds, tuple(fetches),
+                            model.origin, prog.op_types(saved), model.sources, model.check)
+    found = check_same(StaticRunner(model).run(samples), StaticRunner(rewritten).run(samples), model.fetches,
+                       TOLERANCES["lite-rewrite"], "the per-channel constant rewrite")
+    return PassResult(rewritten, found, {
+        "rewrite": "elementwise op with a one-element parameter -> the parameter per channel, axis 1",
+        "ops": replaced, "max_abs": found.worst_max_abs,
+        "reason": "Paddle-Lite 2.13's ARM elementwise kernels broadcast a one-element operand value by value; per "
+                  "channel they are vectorised"})
+
+
+def _tensor_and_scalar(block, op) -> tuple[str, str, int] | None:
+    """(tensor, one-element parameter, channels) of an elementwise op that qualifies, else None."""
+    if op.type not in SCALAR_ELEMENTWISE or op.attr("axis") not in (-1, None):
+        return None
+    x, y = op.input("X")[0], op.input("Y")[0]
+    pairs = [(x, y)] + ([(y, x)] if op.type in COMMUTATIVE else [])
+    for tensor, scalar in pairs:
+        t, c = block._var_recursive(tensor), block._var_recursive(scalar)
+        shape = list(t.shape)
+        if (c.persistable and not t.persistable and int(np.prod(c.shape or [1])) == 1 and len(shape) == 4
+                and shape[1] > 0):
+            return tensor, scalar, shape[1]
+    return None
+
+
 def lite_safe(model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray], x86: bool) -> tuple[StaticModel, tuple[dict, ...]]:
     """Every rewrite the program needs before opt, as passes of the pass manager (each checked against its input):
     the attributes Lite requires, 0-D constants, whole-tensor reductions, the pad value and the scale trap always, the
+    ARM speed-ups (unequal depthwise strides, one-element constants) unless EDGEKIT_SKIP_REWRITES names them, the
     flatten crash for x86 (the pad rewrite writes scales, so the scale rewrite runs after it). Returns the program and
     the record of each rewrite that changed it."""
-    passes = [rewrite_pass(name, rewrite_program, out_dir, samples)
-              for name, rewrite_program, x86_only in REWRITES if x86 or not x86_only]
+    skipped = {n.strip() for n in os.environ.get(SKIP_ENV, "").split(",") if n.strip()}
+    passes = [rewrite_pass(name, rewrite_program, out_dir, samples) for name, rewrite_program, only in REWRITES
+              if (only is None or only == ("x86" if x86 else "arm")) and not (name in OPTIONAL and name in skipped)]
     model, records = run_passes(model, passes)
     return model, tuple(r.facts for r in records if r.changed)
 
@@ -308,7 +482,15 @@ def rewrite_pass(name: str, rewrite_program, out_dir: Path, samples: dict[str, n
                 hint="report the model with this message: it cannot be converted safely")
 
 
-# In order: (folder, rewrite, x86 only). The pad rewrite writes scales, so the scale rewrite comes after it.
-REWRITES = (("attributes", restore_attributes, False), ("constants", zero_d_constants, False),
-            ("reductions", whole_tensor_reductions, False), ("pad", constant_pad_value, False),
-            ("scale", scale_after_activation, False), ("flatten", flatten_to_reshape, True))
+# Rewrites that only make the .nb faster, and EDGEKIT_SKIP_REWRITES=name,... leaves out (to measure what they gain,
+# docs/costs.md); the others are needed for a correct .nb and always run.
+SKIP_ENV = "EDGEKIT_SKIP_REWRITES"
+OPTIONAL = ("depthwise-stride", "per-channel-constants")
+
+# In order: (folder, rewrite, only for "x86" / "arm" or None). The pad rewrite writes scales, so the scale rewrite
+# comes after it.
+REWRITES = (("attributes", restore_attributes, None), ("constants", zero_d_constants, None),
+            ("reductions", whole_tensor_reductions, None), ("pad", constant_pad_value, None),
+            ("scale", scale_after_activation, None), ("depthwise-stride", depthwise_even_stride, "arm"),
+            ("per-channel-constants", scalar_constants_per_channel, "arm"),
+            ("flatten", flatten_to_reshape, "x86"))

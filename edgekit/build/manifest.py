@@ -51,6 +51,7 @@ def build_manifest(rec: BuildRecord) -> dict:
             "reference_check": dict(static.check) or None,
             "nms": _json(rec.nms),      # an NMS op in the source graph: kept or cut off for task.json's NMS (lite/nms.py)
             "geometry": _json(rec.geometry),   # im_shape/scale_factor inputs written into the graph (export/geometry.py)
+            "rewrites": list(device.rewrites),   # lite_safe's rewrites of the program model.nb was converted from
         },
         "host_twin": {"file": _relative(twin, device), "target": "x86", "precision": "fp32",
                       "bytes": read_header(twin.nb_file).file_bytes, "rewrites": list(twin.rewrites)},

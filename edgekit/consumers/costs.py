@@ -92,3 +92,54 @@ def bench_bundles(paths: Sequence[Path]) -> dict:
             raise InputModelError(f"{path} is not a bundle folder", "pass folders written by edgekit build")
         rows.append(row(path, bundle_mod.load(path).manifest))   # typed at load: instruction_counts too
     return compare(rows)
+
+
+# ----------------------------------------------------------------- profiles (edgekit/verify/profile.py)
+
+def profile_bundle(path: Path, settings, *, cpu: str | None = None, timeout: float = 3600,
+                   cache: bool = False) -> dict:
+    """`edgekit inspect BUNDLE --profile`: golden input 0 of an arm64 bundle, profiled on `cpu` (default: the
+    settings' CPU profile) with the unstripped runtime found by `symbols_runtime`. Measured afresh unless `cache`
+    (a profile is three inferences under the plugin: seconds for small models, a minute for PP-OCR det)."""
+    import dataclasses
+
+    from edgekit.build.bundle import load
+    from edgekit.consumers.inspection import golden_vectors
+    from edgekit.core.errors import BundleError
+    from edgekit.core.tables import TARGETS
+    from edgekit.verify.emulator import Emulator, native_cache
+    from edgekit.verify.profile import measure, symbols_runtime
+
+    bundle = load(Path(path))
+    model = bundle.manifest.model
+    if TARGETS[model.target].emulation != "aarch64":
+        raise BundleError(f"{path} is a {model.target.value} bundle; profiles exist for arm64 bundles only",
+                          "profile the arm64 build of the model (the symbol build of Lite is armv8 only)")
+    lite = symbols_runtime(settings.runtime)
+    cpu = cpu or settings.cpu
+    emulator = Emulator.prepare("aarch64", dataclasses.replace(settings, runtime=lite, cpu=cpu), timeout)
+    feeds, _, _ = golden_vectors(bundle)           # checked against golden.json before they are read
+    sample = {name: values[:1] for name, values in feeds.items()}
+    found = measure(emulator, bundle.nb_file, sample, cpu=cpu,
+                    cache_folder=native_cache() / "profiles" if cache else None)
+    emulation = bundle.manifest.emulation
+    counts = emulation.instruction_counts if emulation is not None else None
+    recorded = counts.paths.get(cpu) if counts is not None else None
+    found["recorded_total"] = recorded.total if recorded is not None else None
+    found.update(bundle=str(path), model=model.name, precision=model.precision.value)
+    return found
+
+
+def bench_profiles(paths: Sequence[Path], settings, cpus: Sequence[str] | None = None, *,
+                   timeout: float = 3600) -> dict:
+    """`edgekit bench --profile`: every bundle profiled on each CPU profile in `cpus` (default: one per INT8 kernel
+    family of arm64, costs.kernel_paths)."""
+    from edgekit.verify.counts import kernel_paths
+
+    cpus = list(cpus or kernel_paths("aarch64"))
+    profiles = []
+    for path in paths:
+        for cpu in cpus:
+            profiles.append(profile_bundle(Path(path), settings, cpu=cpu, timeout=timeout))
+    return {"schema": "edgekit.bench-profile/1", "unit": "guest instructions per inference", "cpus": cpus,
+            "profiles": profiles}

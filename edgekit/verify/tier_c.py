@@ -20,7 +20,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -88,6 +88,10 @@ def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, Emulation]:
                                                  "([emulation] max_samples); its FP32 figure is on the same subset"]
     if metrics is not None and count != len(evaluation):
         metrics[f"fp32 reference ({count} samples)"] = subset.evaluate(reference)
+    verdict = costs_verdict(rec, emulator, summary["instruction_counts"], subset)
+    if verdict:
+        summary["instruction_counts"]["int8_vs_fp32"] = verdict["ratios"]
+        notes.append(verdict["note"])
     report = rec.report.extended(checks=checks, tier="C", stats=stats, metrics=metrics, notes=notes,
                                  extra={"C": {k: summary[k] for k in ("abi", "cpu_profile", "int8_kernels",
                                                                       "agreement_with_b", "samples")}})
@@ -112,6 +116,50 @@ def _instruction_counts(cfg: BuildConfig, emulator: Emulator, nb_file: Path, sub
             raise
         log.warning("instruction counts not recorded: %s", exc.message)
         return {"ran": False, "reason": f"{exc.message} ({exc.hint})"}
+
+
+NOT_FASTER = 0.95      # INT8 at this share of FP32's instructions or more is "not faster" (counts, not time)
+
+
+def int8_verdict(int8_paths: Mapping[str, Mapping], fp32_paths: Mapping[str, Mapping], cpu: str) -> dict | None:
+    """INT8's instructions per inference over FP32's per kernel path, and a plain note on the build's own CPU profile
+    (`cpu`) when INT8 executes NOT_FASTER of FP32's or more; None without both counts on that path."""
+    ratios = {p: round(c["per_inference"]["total"] / fp32_paths[p]["per_inference"]["total"], 4)
+              for p, c in int8_paths.items() if p in fp32_paths and fp32_paths[p]["per_inference"]["total"]}
+    if cpu not in ratios:
+        return None
+    ratio = ratios[cpu]
+    shown = ", ".join(f"{p} {r:.2f}x" for p, r in ratios.items())
+    if ratio >= NOT_FASTER:
+        note = (f"INT8 is not faster than FP32 on the {cpu} CPU profile: it executes {ratio:.2f}x FP32's instructions "
+                f"per inference ({shown}); `edgekit inspect BUNDLE --profile --cpu {cpu}` shows where they go")
+    else:
+        note = f"INT8 executes {ratio:.2f}x FP32's instructions per inference on the {cpu} CPU profile ({shown})"
+    return {"ratios": ratios, "note": note}
+
+
+def costs_verdict(rec, emulator: Emulator, counts: Mapping, subset) -> dict | None:
+    """For an INT8 build with counts: the same model converted to FP32 for the target, counted on the same kernel
+    paths, and `int8_verdict`. None for other precisions or when either count is missing."""
+    from edgekit import lite
+    from edgekit.core.errors import EdgekitError
+    from edgekit.lite.rewrite import lite_safe
+    from edgekit.verify import counts as costs
+
+    if rec.cfg.precision is not Precision.int8 or not counts.get("paths"):
+        return None
+    try:
+        samples = dict(rec.evaluation.samples.head(4).inputs)
+        safe, _ = lite_safe(rec.static, rec.work / "rewrite-fp32-reference", samples, x86=False)
+        fp32 = lite.convert(safe, "arm", rec.work / "fp32-reference.nb", timeout=rec.cfg.tool_timeout,
+                            target=rec.cfg.target.value, precision="fp32")
+        sample = {name: values[:1] for name, values in subset.inputs.items()}
+        folder = rec.cfg.quant.cache_dir / "emulation" if rec.cfg.quant.cache_dir is not None else None
+        reference = costs.measure(emulator, fp32.nb_file, sample, cache_folder=folder, profiles=list(counts["paths"]))
+    except EdgekitError as exc:
+        log.warning("FP32 reference count not made: %s", exc.message)
+        return None
+    return int8_verdict(counts["paths"], reference["paths"], emulator.cpu)
 
 
 def _agreement(rec, subset, picks, outputs) -> dict | None:

@@ -11,7 +11,16 @@
  * A marker's callback snapshots the counters: the region is the difference, so
  * nested regions each get their own figure. Markers themselves are not counted.
  * The counters are not atomic: a guest running several threads gets inexact
- * counts (the JSON says how many vCPUs ran). */
+ * counts (the JSON says how many vCPUs ran).
+ *
+ * With profile=N the plugin also profiles region N (the N-th begin marker, from
+ * 0): every translated block gets its own execution counter (one more inline
+ * add; blocks holding a marker get one per instruction, as the classes do), the
+ * counters are snapshot at that region's begin and end, and the JSON lists each
+ * block that ran inside it: guest address, one class letter per instruction
+ * (s simd_fp, d dot product, l load_store, b branch, o other) and executions.
+ * The blocks' instructions add up to the region's total exactly; which function
+ * an address is in is the reader's business (edgekit/verify/profile.py). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +41,16 @@ typedef struct {
   int depth;
 } region;
 
+/* One translated block (or one instruction of a block holding a marker) for the profile. */
+typedef struct {
+  uint64_t count; /* executions since start (inline add) */
+  uint64_t base;  /* count when the profiled region began (0 for blocks translated later) */
+  uint64_t delta; /* executions inside the profiled region */
+  uint64_t pc;
+  uint32_t n;
+  char classes[]; /* one letter per instruction, NUL-terminated */
+} block;
+
 static struct {
   uint64_t counter[SLOTS]; /* since start; the regions are differences */
   uint64_t open[MAX_DEPTH][SLOTS];
@@ -43,7 +62,36 @@ static struct {
   int a64;
   char target[32];
   const char *out;
-} state;
+  long profile_region; /* -1: no profile */
+  uint64_t begins;     /* begin markers seen */
+  int profile_state;   /* 0 not yet, 1 open, 2 done */
+  int profile_depth;
+  block **blocks;
+  size_t block_count, block_capacity, profiled_blocks;
+  uint64_t lost_blocks;
+} state = {.profile_region = -1};
+
+static block *new_block(uint64_t pc, size_t n) {
+  if (state.block_count == state.block_capacity) {
+    const size_t grown = state.block_capacity ? state.block_capacity * 2 : 4096;
+    block **more = realloc(state.blocks, grown * sizeof *more);
+    if (more == NULL) return NULL;
+    state.blocks = more;
+    state.block_capacity = grown;
+  }
+  block *b = calloc(1, sizeof *b + n + 1);
+  if (b == NULL) return NULL;
+  b->pc = pc;
+  b->n = (uint32_t)n;
+  state.blocks[state.block_count++] = b;
+  return b;
+}
+
+static char class_letter(ic_kind k) {
+  if (k.dot_product) return 'd';
+  static const char letters[IC_CLASSES] = {'s', 'l', 'b', 'o'};
+  return letters[k.cls];
+}
 
 static void on_vcpu_init(qemu_plugin_id_t id, unsigned int vcpu) {
   (void)id;
@@ -58,6 +106,12 @@ static void on_begin(unsigned int vcpu, void *unused) {
     ++state.too_deep;
     return;
   }
+  if (state.profile_state == 0 && state.begins == (uint64_t)state.profile_region) {
+    for (size_t i = 0; i < state.block_count; ++i) state.blocks[i]->base = state.blocks[i]->count;
+    state.profile_state = 1;
+    state.profile_depth = state.depth;
+  }
+  ++state.begins;
   memcpy(state.open[state.depth++], state.counter, sizeof state.counter);
 }
 
@@ -69,6 +123,11 @@ static void on_end(unsigned int vcpu, void *unused) {
     return;
   }
   --state.depth;
+  if (state.profile_state == 1 && state.depth == state.profile_depth) {
+    for (size_t i = 0; i < state.block_count; ++i) state.blocks[i]->delta = state.blocks[i]->count - state.blocks[i]->base;
+    state.profiled_blocks = state.block_count;
+    state.profile_state = 2;
+  }
   if (state.done_count == state.done_capacity) {
     const size_t grown = state.done_capacity ? state.done_capacity * 2 : 64;
     region *more = realloc(state.done, grown * sizeof *more);
@@ -109,11 +168,14 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
   const size_t n = qemu_plugin_tb_n_insns(tb);
   uint64_t per_class[SLOTS] = {0};
   int has_marker = 0;
+  const int profiling = state.profile_region >= 0;
+  block *whole = NULL;
   for (size_t i = 0; i < n && !has_marker; ++i) {
     size_t size;
     const uint32_t w = word_of(qemu_plugin_tb_get_insn(tb, i), &size);
     has_marker = marker_of(w, size) != IC_NO_MARKER;
   }
+  if (profiling && !has_marker && (whole = new_block(qemu_plugin_tb_vaddr(tb), n)) == NULL) ++state.lost_blocks;
   for (size_t i = 0; i < n; ++i) {
     struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
     size_t size;
@@ -124,6 +186,17 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
       continue;
     }
     const ic_kind k = classify(insn, w);
+    if (profiling && has_marker) {
+      block *one = new_block(qemu_plugin_insn_vaddr(insn), 1);
+      if (one == NULL) {
+        ++state.lost_blocks;
+      } else {
+        one->classes[0] = class_letter(k);
+        qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64, &one->count, 1);
+      }
+    } else if (whole != NULL) {
+      whole->classes[i] = class_letter(k);
+    }
     if (has_marker) {
       qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64, &state.counter[k.cls], 1);
       if (k.dot_product) qemu_plugin_register_vcpu_insn_exec_inline(insn, QEMU_PLUGIN_INLINE_ADD_U64,
@@ -133,6 +206,7 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
       per_class[SLOT_DOT] += (uint64_t)k.dot_product;
     }
   }
+  if (whole != NULL) qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &whole->count, 1);
   for (int s = 0; s < SLOTS; ++s) {
     if (per_class[s]) qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &state.counter[s],
                                                                per_class[s]);
@@ -155,7 +229,20 @@ static void write_counts(FILE *f) {
     for (int c = 0; c < IC_CLASSES; ++c) fprintf(f, ", \"%s\": %llu", ic_class_names[c], (unsigned long long)r->count[c]);
     fprintf(f, ", \"dot_product\": %llu}", (unsigned long long)r->count[SLOT_DOT]);
   }
-  fprintf(f, "%s]\n}\n", state.done_count ? "\n  " : "");
+  fprintf(f, "%s]", state.done_count ? "\n  " : "");
+  if (state.profile_region >= 0) {
+    fprintf(f, ",\n  \"profile\": {\"region\": %ld, \"complete\": %s, \"lost_blocks\": %llu, \"blocks\": [",
+            state.profile_region, state.profile_state == 2 ? "true" : "false", (unsigned long long)state.lost_blocks);
+    size_t written = 0;
+    for (size_t i = 0; i < state.profiled_blocks; ++i) {
+      const block *b = state.blocks[i];
+      if (b->delta == 0) continue;
+      fprintf(f, "%s\n    [%llu, \"%s\", %llu]", written++ ? "," : "", (unsigned long long)b->pc, b->classes,
+              (unsigned long long)b->delta);
+    }
+    fprintf(f, "%s]}", written ? "\n  " : "");
+  }
+  fprintf(f, "\n}\n");
 }
 
 /* Written beside the target and renamed, so a reader never sees half a file. */
@@ -179,8 +266,15 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
   for (int i = 0; i < argc; ++i) {
     if (strncmp(argv[i], "out=", 4) == 0 && argv[i][4] != '\0') {
       state.out = argv[i] + 4; /* argv lives as long as the plugin */
+    } else if (strncmp(argv[i], "profile=", 8) == 0 && argv[i][8] >= '0' && argv[i][8] <= '9') {
+      char *end = NULL;
+      state.profile_region = strtol(argv[i] + 8, &end, 10);
+      if (*end != '\0' || state.profile_region < 0) {
+        fprintf(stderr, "edgekit icount: profile= takes a region index (0, 1, ...), not '%s'\n", argv[i] + 8);
+        return 1;
+      }
     } else {
-      fprintf(stderr, "edgekit icount: unknown argument '%s' (the one argument is out=FILE.json)\n", argv[i]);
+      fprintf(stderr, "edgekit icount: unknown argument '%s' (arguments: out=FILE.json, profile=REGION)\n", argv[i]);
       return 1;
     }
   }

@@ -54,6 +54,8 @@ size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
 struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb, size_t idx);
 const void *qemu_plugin_insn_data(const struct qemu_plugin_insn *insn);
 size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn);
+uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *tb);
+uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *insn);
 /* Capstone's text of the instruction in the mode the guest runs it in (Thumb or A32); malloc'd, free() it. */
 char *qemu_plugin_insn_disas(const struct qemu_plugin_insn *insn);
 

@@ -470,6 +470,8 @@ int run(const Options& o) {
     report.fail(Error(ExitCode::internal, std::string("unexpected failure: ") + e.what(), "report this with the record"));
   }
   report.peak_rss_kb = platform::peak_rss_kb();
+  report.code_maps = platform::code_mappings();   // after the counted runs: reading it costs them nothing
+  report.resolved = platform::resolved_memory_functions();
   if (sink) {
     try {
       sink->final(report);

@@ -107,6 +107,19 @@ Json RunReport::to_json() const {
   r.set("peak_rss_kb", peak_rss_kb);
   r.set("cpu", cpu ? cpu->to_json() : Json());
   r.set("notes", Json::array_of(notes));
+  Json maps = Json::array();
+  for (const auto& m : code_maps) {
+    Json entry = Json::object();
+    entry.set("start", m.start);
+    entry.set("end", m.end);
+    entry.set("offset", m.offset);
+    entry.set("path", m.path);
+    maps.push(entry);
+  }
+  r.set("code_maps", maps);
+  Json resolved_json = Json::object();
+  for (const auto& [name, address] : resolved) resolved_json.set(name, address);
+  r.set("resolved", resolved_json);
   return r;
 }
 

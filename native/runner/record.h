@@ -12,6 +12,7 @@
 #include "edgekit/json.h"
 #include "edgekit/nbfile.h"
 #include "edgekit/npy.h"
+#include "edgekit/platform.h"
 #include "edgekit/run_config.h"
 
 namespace edgekit {
@@ -46,6 +47,10 @@ struct RunReport {
   std::optional<double> load_ms, first_run_ms;
   std::vector<double> pass_ms, warmup_ms, iteration_ms;
   long peak_rss_kb = 0;
+  // Where each library's code was mapped, read after the last run (a profile of the counted runs
+  // attributes guest addresses to symbols with it; edgekit/verify/profile.py).
+  std::vector<platform::CodeMapping> code_maps;
+  std::vector<std::pair<std::string, unsigned long long>> resolved;   // memcpy & co.: their implementation's address
   std::optional<CpuReport> cpu;
   std::vector<std::string> notes;
 

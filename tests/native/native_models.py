@@ -22,3 +22,45 @@ def tiny_conv():
     paddle.disable_static()     # an earlier test's static executor may have left static mode on
     paddle.seed(3)
     return TinyConv()
+
+
+class UnevenDepthwise(paddle.nn.Layer):
+    """A depthwise conv with strides (2, 1), as PP-OCR's backbones have, between two 1x1 convs."""
+
+    def __init__(self):
+        super().__init__()
+        self.expand = paddle.nn.Conv2D(3, 32, 1)
+        self.depthwise = paddle.nn.Conv2D(32, 32, 3, stride=(2, 1), padding=1, groups=32)
+        self.act = paddle.nn.Hardswish()
+        self.project = paddle.nn.Conv2D(32, 16, 1)
+
+    def forward(self, x):
+        return self.project(self.act(self.depthwise(self.expand(x))))
+
+
+def uneven_depthwise():
+    paddle.disable_static()
+    paddle.seed(5)
+    return UnevenDepthwise()
+
+
+class LearnableAffine(paddle.nn.Layer):
+    """conv -> hard_swish -> a * x + b with learned one-element a, b (PP-LCNetV3's learnable affine block, in every
+    layer of PP-OCRv4 det and rec) -> 1x1 conv."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = paddle.nn.Conv2D(3, 32, 3, padding=1)
+        self.act = paddle.nn.Hardswish()
+        self.scale = self.create_parameter([1], default_initializer=paddle.nn.initializer.Constant(1.3))
+        self.bias = self.create_parameter([1], default_initializer=paddle.nn.initializer.Constant(-0.2))
+        self.project = paddle.nn.Conv2D(32, 8, 1)
+
+    def forward(self, x):
+        return self.project(self.scale * self.act(self.conv(x)) + self.bias)
+
+
+def learnable_affine():
+    paddle.disable_static()
+    paddle.seed(1)
+    return LearnableAffine()

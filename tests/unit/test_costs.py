@@ -149,3 +149,20 @@ def test_tier_c_counts_one_profile_per_kernel_family_plus_the_chosen_one():
     assert counts.kernel_paths("aarch64", "a53") == ["default", "a53", "a55"]
     assert counts.kernel_paths("aarch64", "a55") == ["default", "a55"]
     assert counts.kernel_paths("armhf") == ["default"]
+
+
+def test_build_says_plainly_when_int8_is_not_faster_than_fp32():
+    from edgekit.verify.tier_c import int8_verdict
+
+    def paths(**totals):
+        return {p: {"per_inference": {"total": t}} for p, t in totals.items()}
+
+    # PP-OCRv4 det as built before the per-channel rewrite (docs/costs.md): INT8 904.7 M / 826.2 M, FP32 917.2 M
+    flat = int8_verdict(paths(default=904_696_799, a55=826_215_308), paths(default=917_194_932, a55=917_196_352),
+                        "default")
+    assert flat["ratios"] == {"default": 0.9864, "a55": 0.9008}
+    assert flat["note"].startswith("INT8 is not faster than FP32 on the default CPU profile: it executes 0.99x")
+    assert "edgekit inspect BUNDLE --profile --cpu default" in flat["note"]
+    faster = int8_verdict(paths(default=782_355, a55=457_986), paths(default=999_258, a55=999_258), "a55")
+    assert faster["note"].startswith("INT8 executes 0.46x FP32's instructions per inference on the a55 CPU profile")
+    assert int8_verdict(paths(default=1), paths(a55=1), "default") is None          # no FP32 count on that path

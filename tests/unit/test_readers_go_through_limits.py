@@ -42,6 +42,7 @@ OWN_FILES = {
     "edgekit/device/session.py:DeviceSession.evaluate": "outputs edgekit's runner wrote on the device",
     "edgekit/matrix/cells.py:_cached": "a matrix row edgekit wrote",
     "edgekit/verify/counts.py:measure": "the instruction-count cache",
+    "edgekit/verify/profile.py:measure": "the profile cache (edgekit's own, like the instruction-count cache)",
     "edgekit/verify/tier_c.py:_cached_run": "tier C's cache of the emulator's outputs",
     "export/_paddle3_child.py:run": "arrays the parent process wrote for this child",
     "export/_paddle3_child.py:export": "arrays the parent process wrote for this child",

@@ -84,6 +84,43 @@ std::string machine_arch() {
   return compiled_abi();
 }
 
+std::vector<CodeMapping> code_mappings() {
+  std::vector<CodeMapping> found;
+#if defined(__linux__)
+  const auto maps = read_text("/proc/self/maps");
+  if (!maps) return found;
+  std::size_t at = 0;
+  while (at < maps->size()) {
+    std::size_t end = maps->find('\n', at);
+    if (end == std::string::npos) end = maps->size();
+    const std::string line = maps->substr(at, end - at);
+    at = end + 1;
+    CodeMapping m;
+    char perms[8] = {0};
+    int path_at = 0;
+    // start-end perms offset dev inode path
+    if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %*s %*s %n", &m.start, &m.end, perms, &m.offset, &path_at) < 4) {
+      continue;
+    }
+    if (perms[2] != 'x' || path_at <= 0 || static_cast<std::size_t>(path_at) >= line.size()) continue;
+    m.path = line.substr(static_cast<std::size_t>(path_at));
+    if (m.path.empty() || m.path[0] != '/') continue;   // [vdso], anonymous code
+    found.push_back(m);
+  }
+#endif
+  return found;
+}
+
+std::vector<std::pair<std::string, unsigned long long>> resolved_memory_functions() {
+  // Through volatile pointers, so the compiler keeps the addresses the dynamic loader resolved.
+  void* (*volatile copy)(void*, const void*, std::size_t) = &std::memcpy;
+  void* (*volatile move)(void*, const void*, std::size_t) = &std::memmove;
+  void* (*volatile set)(void*, int, std::size_t) = &std::memset;
+  return {{"memcpy", reinterpret_cast<unsigned long long>(copy)},
+          {"memmove", reinterpret_cast<unsigned long long>(move)},
+          {"memset", reinterpret_cast<unsigned long long>(set)}};
+}
+
 long peak_rss_kb() {
   long peak = 0;
 #if defined(EDGEKIT_POSIX)

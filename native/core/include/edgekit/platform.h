@@ -5,6 +5,8 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace edgekit {
 namespace platform {
@@ -23,6 +25,19 @@ std::string machine_arch();
 // Peak resident set size of this process in KiB (max of getrusage and
 // /proc/self/status VmHWM); 0 when unknown.
 long peak_rss_kb();
+
+// One executable, file-backed mapping of this process (from /proc/self/maps):
+// where the dynamic loader put a library's code, so that a profile of guest
+// addresses can be read against the library's symbols.
+struct CodeMapping {
+  unsigned long long start = 0, end = 0, offset = 0;
+  std::string path;
+};
+// The executable file mappings of this process; empty where there is no /proc.
+std::vector<CodeMapping> code_mappings();
+// Where memcpy, memmove and memset resolved to in this process (glibc picks one
+// implementation per CPU; its symbol is local, so a profile names it from here).
+std::vector<std::pair<std::string, unsigned long long>> resolved_memory_functions();
 
 // Sends this process's stderr to the null device for the guard's lifetime
 // (Lite logs a screenful for every predictor, including throw-away probes).

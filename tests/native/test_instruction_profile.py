@@ -1,0 +1,123 @@
+"""The per-function profile on the real runner, plugin and Lite's unstripped ARM runtime (digits INT8 bundle only:
+CI keeps it lean): rows add up to the counted total, and a second run (through the CLI) gives the same profile."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from edgekit.consumers import costs
+from edgekit.verify import profile
+from edgekit.cli import app
+from edgekit.contracts.settings import EmulationConfig
+from edgekit.core.errors import EmulationUnavailable
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def settings(emulation):
+    emulation("aarch64")                                   # skips (or fails when required) without the tools
+    root = os.environ.get("EDGEKIT_LITE_ARM")
+    try:
+        profile.symbols_runtime(Path(root) if root else None)
+    except EmulationUnavailable as exc:
+        if os.environ.get("EDGEKIT_REQUIRE_EMULATION", "").strip().lower() in ("1", "true", "yes"):
+            pytest.fail(f"EDGEKIT_REQUIRE_EMULATION=1 but {exc.message}")
+        pytest.skip(exc.message)
+    return EmulationConfig(runtime=Path(root))
+
+
+def test_digits_int8_profile_adds_up_and_is_identical_across_runs(settings, digits_int8):
+    first = costs.profile_bundle(digits_int8, settings, cpu="default", cache=False)
+    total = first["total"]
+    assert total == first["counted"]["total"]              # the region the plugin counted, whole
+    assert sum(k["total"] for k in first["kinds"]) == total
+    assert sum(f["total"] for f in first["functions"]) == total
+    assert sum(p["total"] for p in first["by_precision"].values()) == total
+    # measured 782,355 (winograd INT8: int16 GEMM 369,712; fp32_to_int8 12,488)
+    assert 700_000 < total < 900_000
+    kinds = {k["kind"]: k for k in first["kinds"]}
+    assert kinds["int8_gemm"]["share"] > 0.6
+    assert first["int8_adds"]["total"] == kinds["conversion"]["total"] > 10_000
+    assert any(f["function"].endswith("fp32_to_int8") for f in first["functions"])
+
+    done = CliRunner().invoke(app, ["inspect", str(digits_int8), "--profile", "--cpu", "default", "--json"],
+                              env={"EDGEKIT_LITE_ARM": str(settings.runtime)})
+    assert done.exit_code == 0, done.output
+    second = json.loads(done.output)
+    assert first.pop("cached") is False and second.pop("cached") is False     # two runs, no cache
+    assert second == first                                 # every function, every class: equal
+
+
+def test_uneven_depthwise_strides_leave_the_scalar_im2col(settings, tmp_path):
+    """lite_safe's depthwise even-stride rewrite (ARM): the conv at stride (2, 1) ran as a scalar im2col plus a GEMM
+    per channel; at stride 1 with a row slice it runs Lite's depthwise kernel, same outputs, fewer instructions."""
+    import numpy as np
+
+    from edgekit.contracts.settings import InputSpec
+    from edgekit.verify.emulator import Emulator
+    from edgekit.export.dygraph import export_layer
+    from edgekit.lite import convert
+    from edgekit.lite.rewrite import lite_safe
+    from native_models import uneven_depthwise
+
+    samples = {"x": np.random.default_rng(0).standard_normal((4, 3, 48, 64)).astype(np.float32)}
+    static = export_layer(uneven_depthwise(), [InputSpec("x", (-1, 3, 48, 64), "float32")], tmp_path / "export",
+                          samples, "uneven depthwise")
+    safe, rewrites = lite_safe(static, tmp_path / "safe", samples, x86=False)
+    (done,) = [r for r in rewrites if r["rewrite"].startswith("depthwise")]
+    assert done["ops"] == 1 and done["max_abs"] <= 1e-6
+    emulator = Emulator.prepare("aarch64", dataclasses.replace(settings, runtime=profile.symbols_runtime(
+        settings.runtime)), 600)
+    found = {}
+    for name, model in (("as exported", static), ("rewritten", safe)):
+        nb = convert(model, "arm", tmp_path / f"{name}.nb", timeout=300, target="arm64", precision="fp32").nb_file
+        found[name] = profile.measure(emulator, nb, {"x": samples["x"][:1]}, cpu="default")
+    before, after = found["as exported"], found["rewritten"]
+    names = {f["function"].rsplit("::", 1)[-1] for f in before["functions"]}
+    assert "im2col<float>" in names                                              # the scalar fallback ran
+    assert "im2col<float>" not in {f["function"].rsplit("::", 1)[-1] for f in after["functions"]}
+    # measured: 5,200,545 -> 3,957,252 instructions per inference (the two 1x1 convs are most of what is left)
+    assert after["total"] < 0.85 * before["total"]
+
+
+def test_one_element_constants_take_the_vectorised_per_channel_path(settings, tmp_path, monkeypatch):
+    """lite_safe's per-channel constant rewrite (ARM): `a * x + b` with learned one-element a, b ran value by value on
+    Lite's generic broadcast; per channel it is vectorised, and the ARM outputs are the same bit for bit."""
+    import numpy as np
+
+    from edgekit.contracts.settings import InputSpec
+    from edgekit.verify.emulator import Emulator
+    from edgekit.export.dygraph import export_layer
+    from edgekit.lite import convert, native
+    from edgekit.lite.rewrite import SKIP_ENV, lite_safe
+    from native_models import learnable_affine
+
+    samples = {"x": np.random.default_rng(0).standard_normal((2, 3, 64, 64)).astype(np.float32)}
+    static = export_layer(learnable_affine(), [InputSpec("x", (-1, 3, 64, 64), "float32")], tmp_path / "export",
+                          samples, "learnable affine")
+    safe, rewrites = lite_safe(static, tmp_path / "safe", samples, x86=False)
+    (done,) = [r for r in rewrites if r["rewrite"].startswith("elementwise op with a one-element")]
+    assert done["ops"] == 2 and done["max_abs"] == 0.0
+    monkeypatch.setenv(SKIP_ENV, "per-channel-constants")
+    plain, skipped = lite_safe(static, tmp_path / "plain", samples, x86=False)
+    assert not [r for r in skipped if r["rewrite"].startswith("elementwise op with a one-element")]
+    emulator = Emulator.prepare("aarch64", dataclasses.replace(settings, runtime=profile.symbols_runtime(
+        settings.runtime)), 600)
+    found, outputs = {}, {}
+    for name, model in (("as exported", plain), ("rewritten", safe)):
+        nb = convert(model, "arm", tmp_path / f"{name}.nb", timeout=300, target="arm64", precision="fp32").nb_file
+        found[name] = profile.measure(emulator, nb, {"x": samples["x"][:1]}, cpu="default")
+        outputs[name] = native.run_runner(emulator.build, emulator.runtime, nb, samples).outputs[0]
+    assert np.array_equal(outputs["as exported"], outputs["rewritten"])
+    broadcast = {f["function"] for f in found["as exported"]["functions"] if "broadcast" in f["function"]}
+    assert {"paddle::lite::arm::math::elementwise_mul_broadcast<float>",
+            "paddle::lite::arm::math::elementwise_add_broadcast<float>"} <= broadcast
+    # measured: 13,662,100 -> 3,407,608 instructions per inference
+    assert found["rewritten"]["total"] < 0.4 * found["as exported"]["total"]
