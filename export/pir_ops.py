@@ -122,7 +122,9 @@ def reshape(e, op) -> None:
             inputs, attrs = {"X": [e.inp(op, "x")], "Shape": [e.tensor_of(op, elements[0], "int32")]}, {"shape": []}
         else:                                    # one tensor per dimension: ShapeTensor
             inputs = {"X": [e.inp(op, "x")], "ShapeTensor": [e.tensor_of(op, v, "int64") for v in elements]}
-            attrs = {"shape": [-1] * rank}
+            # the constant sizes in the attribute too, as Paddle 2.6 writes it: its compile-time shape inference
+            # reads them (0 = keep), so a conv after the reshape still sees its channel count
+            attrs = {"shape": [int(e.const_value(v)) if e.is_const(v) else -1 for v in elements]}
         e.emit("reshape2", inputs, {"Out": [e.out(op, 0)], "XShape": [e.xshape(op)]}, attrs)
         return
     inferred = op["outputs"][0][2]
@@ -166,7 +168,19 @@ def concat(e, op) -> None:
 
 
 def stack(e, op) -> None:
-    e.emit("stack", {"X": e.inp_list(op, "x")}, {"Y": [e.out(op, 0)]}, {"axis": int(op["attrs"].get("axis", 0))})
+    axis = int(op["attrs"].get("axis", 0))
+    elements = e.list_of(op, "x") if e.is_list(op, "x") else None
+    scalars = elements is not None and all(e.rank_of(v) == 0 for v in elements)
+    if not scalars:
+        e.emit("stack", {"X": e.inp_list(op, "x")}, {"Y": [e.out(op, 0)]}, {"axis": axis})
+        return
+    # A stack of scalars (`x.reshape([0, 1, w, 120])` with w = shape(y)[3]): a shape built at run time. A reshape
+    # reading it sees the scalars themselves (its ShapeTensor, what Paddle 2.6 writes for such a list); any other
+    # reader gets the 1-D tensor, written as a concat of the scalars as [1] tensors (Paddle 2.6's stack refuses
+    # to mix a 0-d slice with the [1] constants it writes). save_inference_model drops it when nothing reads it.
+    dtype = op["outputs"][0][3]
+    e.lists[op["outputs"][0][1]] = list(elements)
+    e.emit("concat", {"X": [e.tensor_of(op, v, dtype, rank=1) for v in elements]}, {"Out": [e.out(op, 0)]}, {"axis": 0})
 
 
 def split(e, op) -> None:
