@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 from edgekit.contracts.preprocess import PreprocessSpec
 from edgekit.core.errors import EdgekitError, InputModelError
 from edgekit.tasks import TaskKind, make_task
+from edgekit.tasks.ocr import token_problem
 
 if TYPE_CHECKING:                                   # pragma: no cover
     from edgekit.contracts.settings import InputSpec
@@ -479,10 +480,11 @@ def _ctc(args: Mapping, where: str, notes: list[str]) -> tuple[dict, list[str]]:
         characters = CTC_DEFAULT
         notes.append(f"{where} has no character_dict: PaddleX and edgekit decode with 0-9 a-z")
     if not isinstance(characters, list) or not characters:
-        raise _Refusal(f"{where}.character_dict is not a list of characters", HINT_EXPORT)
+        raise _Refusal(f"{where}.character_dict is not a list of tokens", HINT_EXPORT)
     for i, c in enumerate(characters):
-        if not isinstance(c, str) or len(c) != 1:
-            raise _Refusal(f"{where}.character_dict[{i}] is {c!r}, not one character (quote entries YAML reads as "
+        problem = token_problem(c)
+        if problem:
+            raise _Refusal(f"{where}.character_dict[{i}] is {c!r}: {problem} (quote entries YAML reads as "
                            "numbers or booleans)", HINT_EXPORT)
     space = args.get("use_space_char", True)          # PaddleX always appends the space class
     if not isinstance(space, bool):

@@ -225,7 +225,7 @@ def test_sections_edgekit_toml_gives_are_not_read(tmp_path):
     assert desc.preprocess == {} and desc.input_shape is None and desc.kind == TaskKind.ocr_det
     assert desc.task == {"kind": "ocr_det", "thresh": 0.3, "box_thresh": 0.6, "unclip_ratio": 2.0}
     assert any("preprocessing from edgekit.toml" in n for n in desc.notes)
-    bad_dict = ocr_yml("  - ToCHWImage: null\n", "  name: CTCLabelDecode\n  character_dict: [ab]\n")
+    bad_dict = ocr_yml("  - ToCHWImage: null\n", "  name: CTCLabelDecode\n  character_dict: [7]\n")
     assert "character_dict[0]" in refused(tmp_path, bad_dict)
     desc = read_model_yml(tmp_path / "inference.yml", overridden={"task"})
     assert desc.task == {} and desc.kind is None and desc.preprocess["layout"] == "NCHW"
@@ -251,8 +251,10 @@ def test_sections_edgekit_toml_gives_are_not_read(tmp_path):
     ("  - DetResizeForTest: {image_shape: [0, 640]}\n", None, r"image_shape is \[0, 640\]"),
     ("  - NormalizeImage: {mean: [0.5, 0.5]}\n", None, r"unusable edgekit preprocess \(preprocess.mean has 2 values"),
     ("  - ToCHWImage: null\n", "  name: CTCLabelDecode\n  character_dict: [a, 7]\n",
-     r"character_dict\[1\] is 7, not one character \(quote entries"),
-    ("  - ToCHWImage: null\n", "  name: CTCLabelDecode\n  character_dict: [a, bc]\n", r"character_dict\[1\] is 'bc'"),
+     r"character_dict\[1\] is 7: a int, not a string \(quote entries"),
+    ("  - ToCHWImage: null\n", "  name: CTCLabelDecode\n  character_dict: [a, '']\n", r"character_dict\[1\] is '': empty"),
+    ("  - ToCHWImage: null\n", "  name: CTCLabelDecode\n  character_dict: [a, \"b\\nc\"]\n",
+     r"character_dict\[1\] is 'b\\nc': holds a line break"),
     ("  - ToCHWImage: null\n", "  name: DBPostProcess\n  thresh: high\n", r"PostProcess.thresh is 'high', not a number"),
     ("  - ToCHWImage: null\n", "  name: DBPostProcess\n  box_thresh: 3\n", r"unusable edgekit task .*box_thresh"),
     ("  - ToCHWImage: null\n", "  name: ClsPostProcess\n  label_list: ['0']\n", r"label_list has 1 label"),
