@@ -57,7 +57,9 @@ def test_text_detection_sample():
     desc = sample("PP-OCRv5_mobile_det")
     assert (desc.dialect, desc.model_name, desc.paddlex_task, desc.kind) == (
         "paddleocr", "PP-OCRv5_mobile_det", "text_detection", TaskKind.ocr_det)
-    assert desc.preprocess == {"color": "bgr", "interpolation": "linear", "layout": "NCHW", **IMAGENET}
+    assert desc.preprocess == {"color": "bgr", "interpolation": "linear", "layout": "NCHW", "resize": [960, 960],
+                               **IMAGENET}
+    assert desc.default_size == (960, 960) and "DetResizeForTest (resize_long 960)" in desc.default_size_from
     assert desc.task == {"kind": "ocr_det", "thresh": 0.3, "box_thresh": 0.6, "unclip_ratio": 1.5}
     assert desc.input_name == "x" and desc.input_shape == (-1, 3, -1, -1)       # Hpi: H and W range 160..1280
     assert desc.typical_shape == (-1, 3, 640, 640)                              # Hpi's opt shape
@@ -71,6 +73,28 @@ def test_text_detection_pages_take_the_programs_fixed_size():
     assert desc.preprocess["resize"] == [640, 960] and desc.input_shape == (-1, 3, 640, 960)
     assert spec_of(desc.preprocess).apply(np.zeros((100, 50, 3), np.uint8)).shape == (3, 640, 960)
     assert any("stretched to the program's input size 640x960" in n for n in desc.notes)
+
+
+def test_open_page_size_comes_from_det_resize_for_test(tmp_path):
+    """PP-OCRv5_mobile_det's input is x: [-1, 3, -1, -1]: without --input, the build takes DetResizeForTest's size
+    and says so; a user's --input, a fixed program or a yml without a size leave the choice alone."""
+    desc = sample("PP-OCRv5_mobile_det")
+    spec, said = paddlex.default_input(desc, [InputSpec("x", (-1, 3, -1, -1))])
+    assert spec == InputSpec("x", (-1, 3, 960, 960))
+    assert said.startswith("input 'x' has open height and width [-1, 3, -1, -1]: built at 960x960 from inference.yml's "
+                           "PreProcess.transform_ops[2] DetResizeForTest (resize_long 960)")
+    assert "--input x:-1x3x960x960" in said
+    assert paddlex.default_input(desc, [InputSpec("x", (-1, 3, -1, -1))], {"x"}) is None
+    assert paddlex.default_input(desc, [InputSpec("x", (-1, 3, 640, -1))]) is None
+    assert paddlex.default_input(desc, [InputSpec("x", (-1, 3, 640, 640))]) is None
+    for args, side, words in (("{limit_side_len: 736, limit_type: min}", 736, "limit_side_len 736, limit_type min"),
+                              ("{limit_side_len: 1000}", 1024, "limit_side_len 1000, rounded up to a multiple of 32")):
+        desc = read_model_yml(write(tmp_path, ocr_yml(f"  - DetResizeForTest: {args}\n  - ToCHWImage: null\n")))
+        assert desc.default_size == (side, side) and desc.preprocess["resize"] == [side, side]
+        assert words in desc.default_size_from
+    plain = read_model_yml(write(tmp_path, ocr_yml("  - DetResizeForTest: null\n  - ToCHWImage: null\n")))
+    assert plain.default_size is None and "resize" not in plain.preprocess
+    assert paddlex.default_input(plain, [InputSpec("x", (-1, 3, -1, -1))]) is None
 
 
 def test_text_recognition_sample_and_dictionary_convention():
