@@ -4,6 +4,7 @@
 - `pd_op.stack` over shape scalars feeding a reshape (PP-OCRv5_mobile_rec op #385: `x.reshape([0, 1, w, 120])`
   with w = shape(y)[3]): Paddle 2.6 refused the stack, then the reshape, then the conv after it.
 - `survey`: every gap of a program at once, not the first one.
+- `pd_op.while` with a data-dependent trip count (Paddle 2.6's `while` with a sub-block, as `while_loop` writes it).
 """
 
 from __future__ import annotations
@@ -112,3 +113,57 @@ def test_survey_lists_every_gap_and_translates_past_them(tmp_path):
     assert translated["pd_op.relu"] == 1 and translated["pd_op.sigmoid"] == 1 and translated["pd_op.stack"] == 1
     with pytest.raises(UntranslatableOp, match=r"pd_op.cumsum \(first: op #16 .*1 in all"):
         translate(graph_file, params_file, tmp_path / "model")
+
+
+def while_graph():
+    """As Paddle 3.3.1 describes `while i < n: y = tanh(fc(y)); i += 1` with n = the count of x's positive entries
+    (`_paddle3_child.py describe` of a jit.save'd layer): the body reads i and y as block arguments."""
+    def op(name, inputs, outputs, attrs=None):
+        return {"op": name, "inputs": inputs, "outputs": outputs, "attrs": attrs or {}}
+
+    body = [
+        op("pd_op.matmul", [["x", "y_arg"], ["y", "w"]], [_out("mm", [1, 4])], {"transpose_x": False, "transpose_y": False}),
+        op("pd_op.add", [["x", "mm"], ["y", "b"]], [_out("lin", [1, 4])]),
+        op("pd_op.tanh", [["x", "lin"]], [_out("y_next", [1, 4])]),
+        {"op": "pd_op.full", "inputs": [], "outputs": [_out("one", [1], "float32")],
+         "attrs": {"dtype": {"dtype": "float32"}, "value": 1.0, "shape": [1]}},
+        op("pd_op.scale", [["x", "i_arg"], ["scale", "one"]], [_out("i_next", [1], "int64")],
+           {"bias": 1.0, "bias_after_scale": True}),
+        op("pd_op.less_than", [["x", "i_next"], ["y", "n"]], [_out("go_on", [1], "bool")]),
+        op("cf.yield", [["in0", "go_on"], ["in1", "i_next"], ["in2", "y_next"]], []),
+    ]
+    ops = [
+        op("pd_op.data", [], [_out("x", [1, 4])], {"name": "x", "shape": [1, 4], "dtype": {"dtype": "float32"}}),
+        {"op": "pd_op.full", "inputs": [], "outputs": [_out("i0", [1], "int64")],
+         "attrs": {"dtype": {"dtype": "int64"}, "value": 0.0, "shape": [1]}},
+        _full("zero", 0, "float32"),
+        op("pd_op.greater_than", [["x", "x"], ["y", "zero"]], [_out("pos", [1, 4], "bool")]),
+        _ints("all", []),
+        op("pd_op.sum", [["x", "pos"], ["axis", "all"]], [_out("n0", [], "int64")], {"keepdim": False}),
+        op("pd_op.cast", [["x", "n0"]], [_out("n", [], "int64")], {"dtype": {"dtype": "int64"}}),
+        op("pd_op.less_than", [["x", "i0"], ["y", "n"]], [_out("c0", [1], "bool")]),
+        dict(op("pd_op.while", [["in0", "c0"], ["in1", "i0"], ["in2", "x"]], [_out("i_end", [1], "int64"),
+                                                                              _out("y_end", [1, 4])]),
+             blocks=[body], block_args=[["i_arg", "y_arg"]]),
+        op("pd_op.fetch", [["x", "y_end"]], [], {"name": "fetch0"}),
+    ]
+    return {"schema": "edgekit.pir-graph/1", "paddle": "3.3.1", "feeds": [], "fetches": ["y_end"],
+            "params": {"w": "fc_w", "b": "fc_b"}, "ops": ops}
+
+
+def test_while_loop_runs_as_many_times_as_the_data_says(tmp_path):
+    rng = np.random.default_rng(1)
+    w, b = rng.uniform(-0.5, 0.5, (4, 4)).astype(np.float32), rng.uniform(-0.5, 0.5, (4,)).astype(np.float32)
+    (tmp_path / "graph.json").write_text(json.dumps(while_graph()), encoding="utf-8")
+    np.savez(tmp_path / "params.npz", fc_w=w, fc_b=b)
+    report = translate(tmp_path / "graph.json", tmp_path / "params.npz", tmp_path / "model")
+    assert report["control_flow"] == {"pd_op.while": 1} and report["pir_ops"]["pd_op.tanh"] == 1
+    for positives in range(5):
+        x = np.where(np.arange(4) < positives, 0.4, -0.3).astype(np.float32)[None]
+        program, got = run_legacy(tmp_path / "model", x)
+        want = x
+        for _ in range(positives):
+            want = np.tanh(want @ w + b)
+        assert np.abs(got - want).max() < 1e-6, positives
+    assert [op.type for op in program.global_block().ops].count("while") == 1
+    assert "tanh" in [op.type for op in program.block(1).ops]
