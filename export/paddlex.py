@@ -656,7 +656,7 @@ def default_input(desc: ModelDescription, feeds: Sequence["InputSpec"],
     """The image input at the size inference.yml's resize gives (DetResizeForTest), when the program leaves both
     H and W open and the user named no shape for it (`given`: input names of --input / [model] inputs); with
     a sentence saying what was chosen. None when nothing is to be chosen."""
-    from edgekit.config import InputSpec
+    from edgekit.contracts.settings import InputSpec
 
     if desc.default_size is None or not feeds:
         return None

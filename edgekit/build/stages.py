@@ -99,7 +99,7 @@ def _default_size(cfg: BuildConfig, static: StaticModel) -> tuple[StaticModel, d
     DetResizeForTest gives (export/paddlex.py default_input), logged and returned for the manifest."""
     if cfg.model.description is None:
         return static, None
-    from .export.paddlex import default_input, read_model_yml
+    from edgekit.export.paddlex import default_input, read_model_yml
 
     found = default_input(read_model_yml(cfg.model.description), static.feeds, {s.name for s in cfg.model.inputs})
     if found is None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgekit.artifacts import StaticModel
-from edgekit.config import InputSpec, QuantConfig
-from edgekit.data import Samples
+from edgekit.model.artifacts import StaticModel
+from edgekit.contracts.settings import InputSpec, QuantConfig
+from edgekit.model.data import Samples
 from edgekit.quantize.ptq import quantize_int8
 
 pytestmark = pytest.mark.e2e
