@@ -113,6 +113,8 @@ class _Describer:
         }
         if op.num_regions():
             described["blocks"] = [self.block(b) for b in op.blocks()]
+            # a while's body reads its loop-carried values as block arguments (no op makes them)
+            described["block_args"] = [[self.vid(a) for a in b.args()] for b in op.blocks()]
         return described
 
 

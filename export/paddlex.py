@@ -30,6 +30,7 @@ from edgekit.core import limits
 from edgekit.contracts.preprocess import PreprocessSpec
 from edgekit.core.errors import EdgekitError, InputModelError
 from edgekit.tasks import TaskKind, make_task
+from edgekit.tasks.ocr import token_problem
 
 if TYPE_CHECKING:                                   # pragma: no cover
     from edgekit.contracts.settings import InputSpec
@@ -60,6 +61,8 @@ class ModelDescription:
     input_shape: tuple[int, ...] | None  # the image input in the preprocess layout, -1 where the yml leaves it open
     notes: tuple[str, ...]               # settings edgekit ignores or approximates, one line each
     typical_shape: tuple[int, ...] | None = None   # Hpi's "opt" shape (batch -1): a size to fix a dynamic program at
+    default_size: tuple[int, int] | None = None    # (height, width) for a program whose H and W are open: DetResizeForTest's
+    default_size_from: str = ""                    # what gave default_size, in words
 
     def to_json(self) -> dict:
         return {"source": str(self.source), "sha256": self.sha256, "dialect": self.dialect,
@@ -67,7 +70,9 @@ class ModelDescription:
                 "kind": self.kind.value if self.kind else None, "preprocess": self.preprocess, "task": self.task,
                 "labels": list(self.labels), "input_name": self.input_name,
                 "input_shape": list(self.input_shape) if self.input_shape else None, "notes": list(self.notes),
-                "typical_shape": list(self.typical_shape) if self.typical_shape else None}
+                "typical_shape": list(self.typical_shape) if self.typical_shape else None,
+                "default_size": list(self.default_size) if self.default_size else None,
+                "default_size_from": self.default_size_from or None}
 
 
 class _Refusal(Exception):
@@ -261,6 +266,8 @@ class _Builder:
         self.scale, self.mean, self.std = 1.0, [0.0], [1.0]
         self.size = (-1, -1)                      # the (height, width) the yml fixes for the model's input
         self.channels = -1                        # from an op's image_shape
+        self.default_size: tuple[int, int] | None = None   # DetResizeForTest's page size, for a program with open H/W
+        self.default_from = ""
         self.notes: list[str] = []
 
     def interp(self, name: Any, where: str) -> None:
@@ -323,6 +330,9 @@ def _to_chw(b: _Builder, args: Mapping, where: str) -> None:
     b.layout = "NCHW"
 
 
+DET_STRIDE = 32
+
+
 def _det_resize_for_test(b: _Builder, args: Mapping, where: str) -> None:
     _known(args, where, ("image_shape", "keep_ratio", "limit_side_len", "limit_type", "resize_long", "max_side_limit"))
     if "image_shape" in args:
@@ -338,6 +348,16 @@ def _det_resize_for_test(b: _Builder, args: Mapping, where: str) -> None:
     said = ", ".join(f"{k} {args[k]}" for k in ("limit_side_len", "limit_type", "resize_long") if k in args)
     b.notes.append(f"{where} ({said or 'PaddleX defaults'}): PaddleX resizes each page keeping its aspect ratio; "
                    "edgekit stretches pages to the model's fixed input size")
+    side_key = "resize_long" if "resize_long" in args else "limit_side_len" if "limit_side_len" in args else None
+    if side_key is not None:
+        side = args[side_key]
+        if not isinstance(side, int) or isinstance(side, bool) or side <= 0:
+            raise _Refusal(f"{where}.{side_key} is {side!r}, not a positive integer")
+        # DB's feature pyramid needs sides divisible by 32, as PaddleX rounds each page's size
+        size = max(DET_STRIDE, (side + DET_STRIDE - 1) // DET_STRIDE * DET_STRIDE)
+        b.default_size = (size, size)
+        b.default_from = f"inference.yml's {where} ({said}{', rounded up to a multiple of 32' if size != side else ''})"
+        b.resize = (size, size)
 
 
 def _rec_resize(b: _Builder, args: Mapping, where: str) -> None:
@@ -492,10 +512,11 @@ def _ctc(args: Mapping, where: str, notes: list[str]) -> tuple[dict, list[str]]:
         characters = CTC_DEFAULT
         notes.append(f"{where} has no character_dict: PaddleX and edgekit decode with 0-9 a-z")
     if not isinstance(characters, list) or not characters:
-        raise _Refusal(f"{where}.character_dict is not a list of characters", HINT_EXPORT)
+        raise _Refusal(f"{where}.character_dict is not a list of tokens", HINT_EXPORT)
     for i, c in enumerate(characters):
-        if not isinstance(c, str) or len(c) != 1:
-            raise _Refusal(f"{where}.character_dict[{i}] is {c!r}, not one character (quote entries YAML reads as "
+        problem = token_problem(c)
+        if problem:
+            raise _Refusal(f"{where}.character_dict[{i}] is {c!r}: {problem} (quote entries YAML reads as "
                            "numbers or booleans)", HINT_EXPORT)
     space = args.get("use_space_char", True)          # PaddleX always appends the space class
     if not isinstance(space, bool):
@@ -638,8 +659,33 @@ def _describe(path: Path, sha256: str, raw: Mapping, overridden: frozenset) -> M
         paddlex_task, task, labels = _postprocess(raw, model_name, notes)
         _validate_task(task)
         kind = TaskKind(task["kind"]) if task.get("kind") else None
+    default = (built.default_size, built.default_from) if "preprocess" not in overridden else (None, "")
     return ModelDescription(path, sha256, dialect, model_name, paddlex_task, kind, preprocess, task, tuple(labels),
-                            input_name, input_shape, tuple(notes), typical)
+                            input_name, input_shape, tuple(notes), typical, *default)
+
+
+def default_input(desc: ModelDescription, feeds: Sequence["InputSpec"],
+                  given: Collection[str] = ()) -> tuple["InputSpec", str] | None:
+    """The image input at the size inference.yml's resize gives (DetResizeForTest), when the program leaves both
+    H and W open and the user named no shape for it (`given`: input names of --input / [model] inputs); with
+    a sentence saying what was chosen. None when nothing is to be chosen."""
+    from edgekit.contracts.settings import InputSpec
+
+    if desc.default_size is None or not feeds:
+        return None
+    feed = _image_feed(desc, feeds)
+    if feed.name in given or len(feed.shape) != 4:
+        return None
+    axes = (2, 3) if desc.preprocess.get("layout", "NCHW") == "NCHW" else (1, 2)
+    if any(feed.shape[a] != -1 for a in axes):
+        return None
+    shape = list(feed.shape)
+    (shape[axes[0]], shape[axes[1]]) = desc.default_size
+    spec = InputSpec(feed.name, tuple(shape), feed.dtype)
+    said = (f"input {feed.name!r} has open height and width {list(feed.shape)}: built at {desc.default_size[0]}x"
+            f"{desc.default_size[1]} from {desc.default_size_from}; pages are stretched to it (give --input "
+            f"{feed.name}:{'x'.join(str(d) for d in shape)} with other sizes to choose)")
+    return spec, said
 
 
 def _detection_task(raw: Mapping, labels: Sequence[str], notes: list[str]) -> dict:

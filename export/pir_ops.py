@@ -122,7 +122,9 @@ def reshape(e, op) -> None:
             inputs, attrs = {"X": [e.inp(op, "x")], "Shape": [e.tensor_of(op, elements[0], "int32")]}, {"shape": []}
         else:                                    # one tensor per dimension: ShapeTensor
             inputs = {"X": [e.inp(op, "x")], "ShapeTensor": [e.tensor_of(op, v, "int64") for v in elements]}
-            attrs = {"shape": [-1] * rank}
+            # the constant sizes in the attribute too, as Paddle 2.6 writes it: its compile-time shape inference
+            # reads them (0 = keep), so a conv after the reshape still sees its channel count
+            attrs = {"shape": [int(e.const_value(v)) if e.is_const(v) else -1 for v in elements]}
         e.emit("reshape2", inputs, {"Out": [e.out(op, 0)], "XShape": [e.xshape(op)]}, attrs)
         return
     inferred = op["outputs"][0][2]
@@ -166,7 +168,19 @@ def concat(e, op) -> None:
 
 
 def stack(e, op) -> None:
-    e.emit("stack", {"X": e.inp_list(op, "x")}, {"Y": [e.out(op, 0)]}, {"axis": int(op["attrs"].get("axis", 0))})
+    axis = int(op["attrs"].get("axis", 0))
+    elements = e.list_of(op, "x") if e.is_list(op, "x") else None
+    scalars = elements is not None and all(e.rank_of(v) == 0 for v in elements)
+    if not scalars:
+        e.emit("stack", {"X": e.inp_list(op, "x")}, {"Y": [e.out(op, 0)]}, {"axis": axis})
+        return
+    # A stack of scalars (`x.reshape([0, 1, w, 120])` with w = shape(y)[3]): a shape built at run time. A reshape
+    # reading it sees the scalars themselves (its ShapeTensor, what Paddle 2.6 writes for such a list); any other
+    # reader gets the 1-D tensor, written as a concat of the scalars as [1] tensors (Paddle 2.6's stack refuses
+    # to mix a 0-d slice with the [1] constants it writes). save_inference_model drops it when nothing reads it.
+    dtype = op["outputs"][0][3]
+    e.lists[op["outputs"][0][1]] = list(elements)
+    e.emit("concat", {"X": [e.tensor_of(op, v, dtype, rank=1) for v in elements]}, {"Out": [e.out(op, 0)]}, {"axis": 0})
 
 
 def split(e, op) -> None:
@@ -336,6 +350,51 @@ def _branch(e, op, number: int, cond: str, here: str) -> list[str]:
     return outs
 
 
+def while_(e, op) -> None:
+    """`pd_op.while(cond, v1..vn)` as Paddle 2.6's `static.nn.while_loop` writes one (what Lite 2.13 runs):
+
+        assign(cond) -> c; assign(vk) -> lk                 the loop's own variables (the operands stay as they are)
+        while(X=[what the body reads], Condition=[c], Out=[what it writes outside], StepScopes)
+            body ops, reading block argument k as lk; then assign(yield k) -> lk, assign(yield cond) -> c
+        result k is lk after the loop
+    """
+    if len(op["blocks"]) != 1:
+        e.unsupported(op, f"a while with {len(op['blocks'])} blocks (edgekit knows one body)")
+    ops, args = op["blocks"][0], (op.get("block_args") or [None])[0]
+    count = len(op["outputs"])
+    if args is None or len(args) != count or len(op["inputs"]) != count + 1:
+        e.unsupported(op, "its loop-carried values are not described (describe the program with this edgekit's "
+                          "Paddle 3 child)")
+    if not ops or ops[-1]["op"] != "cf.yield" or len(ops[-1]["inputs"]) != count + 1:
+        e.unsupported(op, "its body does not end by yielding the condition and one value per result")
+    for _, _, shape, _ in op["outputs"]:
+        if shape is None:
+            e.unsupported(op, "a loop-carried value that is not a tensor (a list or an optional value)")
+    here = e.position
+    cond = e.new_var("while_cond", [1], "bool")
+    e.emit("assign", {"X": [e._var(op, op["inputs"][0][1])]}, {"Out": [cond]}, {})
+    carried = []
+    for (_, vid), (_, _, shape, dtype) in zip(op["inputs"][1:], op["outputs"]):
+        name = e.new_var("while_var", shape, dtype)
+        e.emit("assign", {"X": [e._var(op, vid)]}, {"Out": [name]}, {})
+        carried.append(name)
+    with e.sub_block() as block:
+        for arg, name, (_, _, _, dtype) in zip(args, carried, op["outputs"]):
+            e.values[arg], e.dtypes[arg] = name, dtype
+        e.run(ops, f"{here}/0")
+        e.position = here
+        yielded = [vid for _, vid in ops[-1]["inputs"]]
+        for vid, name in zip(yielded[1:], carried):
+            if e.values.get(vid) != name:          # a value the body leaves as it was needs no copy
+                e.block_result(op, vid, name)
+        e.block_result(op, yielded[0], cond)
+    reads, writes = block_io(block)
+    e.emit("while", {"X": [n for n in reads if n != cond], "Condition": [cond]},
+           {"Out": writes, "StepScopes": [e.step_scopes()]}, {"sub_block": block, "is_test": True})
+    for (_, vid, _, dtype), name in zip(op["outputs"], carried):
+        e.values[vid], e.dtypes[vid] = name, dtype
+
+
 def block_io(block) -> tuple[list[str], list[str]]:
     """What a sub-block reads from and writes to its enclosing blocks, in first-use order (Paddle 2.6's
     `get_inputs_outputs_in_block` finds the same sets; a fixed order keeps rebuilt programs byte-identical)."""
@@ -386,13 +445,13 @@ def _build_table() -> dict[str, Callable]:
         "bilinear_interp": lambda e, op: interp(e, op, "bilinear_interp_v2"),
         "clip": clip, "cast": cast, "pow": pow_, "slice": slice_, "strided_slice": strided_slice, "gather": gather, "argmax": argmax,
         "shape": shape_, "shape64": shape_, "pad3d": pad3d, "where": where, "logical_not": logical_not,
-        "dropout": identity, "assign": identity, "if": if_,
+        "dropout": identity, "assign": identity, "if": if_, "while": while_,
     })
     return table
 
 
 TRANSLATORS = _build_table()
-CONTROL_FLOW = ("pd_op.if",)   # ops with blocks that translate; pd_op.while (a loop) is refused by name
+CONTROL_FLOW = ("pd_op.if", "pd_op.while")   # ops with blocks that translate
 
 
 def lookup(pir_name: str) -> Callable | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -33,6 +34,18 @@ NOT_TRANSLATED_HINT = ("export that part of the model differently (edgekit trans
 
 class UntranslatableOp(InputModelError):
     """A PIR op that edgekit's translation to the legacy program does not cover."""
+
+
+@dataclass(frozen=True)
+class Gap:
+    """One op the translation refused, found by `survey`."""
+    position: str                 # "5", or "5/1/3" inside a control-flow block
+    op: str
+    reason: str
+    shapes: tuple
+
+    def line(self) -> str:
+        return self.reason    # the refusal names the position, the op and its output shape
 
 
 class Emitter:
@@ -56,6 +69,7 @@ class Emitter:
         self.feeds: list[str] = []
         self.fetches: list[str] = []
         self.translated: dict[str, int] = {}      # PIR op -> how many were translated
+        self.gaps: list[Gap] | None = None        # survey mode: refusals recorded here, and translation goes on
 
     # -------------------------------------------------------------- operands
     def _operand(self, op: dict, name: str) -> str | None:
@@ -92,11 +106,17 @@ class Emitter:
         value = self.consts[vid]
         return value[0] if isinstance(value, list) else value
 
-    def tensor_of(self, op: dict, vid: str, dtype: str) -> str:
-        """A list element as a variable of `dtype` (constants become fill_constant; others are cast if need be)."""
+    def tensor_of(self, op: dict, vid: str, dtype: str, rank: int | None = None) -> str:
+        """A list element as a variable of `dtype` (constants become fill_constant; others are cast if need be);
+        with rank=1, a 0-d element is made a [1] tensor (unsqueeze2), as a concat of scalars needs."""
         if vid in self.consts and vid not in self.values:
             self.const_meta[vid] = ((1,), dtype)
         name = self._var(op, vid)
+        if rank == 1 and self.rank_of(vid) == 0 and vid not in self.consts:
+            one = self._name("unsqueeze")
+            self.block.create_var(name=one, shape=[1], dtype=self.dtypes[vid])
+            self.emit("unsqueeze2", {"X": [name]}, {"Out": [one], "XShape": [self.xshape(op)]}, {"axes": [0]})
+            name = one
         if self.dtypes.get(vid, dtype) == dtype:
             return name
         cast = self._name("cast")
@@ -104,6 +124,14 @@ class Emitter:
         self.emit("cast", {"X": [name]}, {"Out": [cast]},
                   {"in_dtype": self.var_dtype(self.dtypes[vid]), "out_dtype": self.var_dtype(dtype)})
         return cast
+
+    def rank_of(self, vid: str) -> int | None:
+        """The PIR rank of a value (0 for a scalar), None when the program does not say."""
+        if vid in self.const_meta:
+            return len(self.const_meta[vid][0])
+        if vid in self.values:
+            return len(self.block._var_recursive(self.values[vid]).shape)
+        return None
 
     def const(self, op: dict, name: str):
         vid = self._operand(op, name)
@@ -213,16 +241,36 @@ class Emitter:
         """Translate a list of PIR ops (a program's, or one block's up to its `cf.yield`) into the current block."""
         for index, op in enumerate(ops):
             self.position = f"{where}/{index}" if where else str(index)
-            if op["op"] == YIELD or _bookkeeping(self, op):
-                continue
             try:
-                pir_ops.lookup(op["op"])(self, op)
-            except InputModelError:
-                raise
-            except Exception as exc:   # Paddle 2.6 refused the op as built: a gap in the table, named
-                reason = next((line.strip() for line in reversed(str(exc).splitlines()) if line.strip()), repr(exc))
-                raise self._refuse(op, f"Paddle 2.6 refused its legacy form ({type(exc).__name__}: {reason[:200]})") from exc
+                if op["op"] == YIELD or _bookkeeping(self, op):
+                    continue
+                translator = pir_ops.lookup(op["op"])
+                if translator is None:
+                    raise self._refuse(op, "no translation for this op")
+                try:
+                    translator(self, op)
+                except InputModelError:
+                    raise
+                except Exception as exc:   # Paddle 2.6 refused the op as built: a gap in the table, named
+                    reason = next((line.strip() for line in reversed(str(exc).splitlines()) if line.strip()), repr(exc))
+                    raise self._refuse(op, f"Paddle 2.6 refused its legacy form ({type(exc).__name__}: {reason[:200]})") from exc
+            except InputModelError as exc:
+                if self.gaps is None:
+                    raise
+                self._record_gap(op, exc)
+                continue
             self.translated[op["op"]] = self.translated.get(op["op"], 0) + 1
+
+    def _record_gap(self, op: dict, exc: InputModelError) -> None:
+        """Survey mode: the refusal is kept and the op's results become bare variables of their PIR shape, so the
+        ops after it are translated too (the program is not runnable, only a list of what is missing)."""
+        self.gaps.append(Gap(self.position, op["op"], exc.message, tuple(o[2] for o in op["outputs"] if o[2] is not None)))
+        for index, (_, vid, shape, _dtype) in enumerate(op["outputs"]):
+            if vid is not None and vid not in self.values:
+                if shape is None:   # a vector (split): its elements come from the builtin.split, stubbed in turn
+                    self.vectors[vid] = lambda names: None
+                else:
+                    self.out(op, index)
 
     @contextmanager
     def sub_block(self) -> Iterator:
@@ -347,6 +395,37 @@ def _bookkeeping(e: Emitter, op: dict) -> bool:
     return False
 
 
+def survey(graph_file: Path, params_file: Path) -> tuple[list[Gap], dict[str, int]]:
+    """Every op of a described PIR program the translation refuses, all at once: each refusal is recorded and
+    the translation goes on past it (its results stand in as bare variables). Returns the gaps and the counts of
+    what did translate. Nothing is written; for finding what a model needs, not for building it."""
+    import paddle
+
+    graph = json.loads(graph_file.read_text(encoding="utf-8"))
+    with np.load(params_file) as data:
+        params = {k: data[k] for k in data.files}
+    paddle.enable_static()
+    program = paddle.static.Program()
+    with paddle.static.program_guard(program, paddle.static.Program()):
+        e = _emitter(paddle, program.global_block(), graph, params, None)
+        e.gaps = []
+        e.run(graph["ops"])
+    return e.gaps, e.translated
+
+
+def _emitter(paddle, block, graph: dict, params: dict, scope) -> Emitter:
+    """An emitter over `block` with the program's parameters declared (and set in `scope` when one is given)."""
+    e = Emitter(paddle, block, graph, params)
+    for vid, pname in graph["params"].items():
+        array = params[pname]
+        block.create_var(name=pname, shape=array.shape, dtype=str(array.dtype), persistable=True)
+        if scope is not None:
+            scope.var(pname).get_tensor().set(array, paddle.CPUPlace())
+        e.values[vid] = pname
+        e.dtypes[vid] = str(array.dtype)
+    return e
+
+
 def translate(graph_file: Path, params_file: Path, out_prefix: Path) -> dict:
     """Write `<out_prefix>.pdmodel` + `.pdiparams` from a described PIR program; returns what was translated."""
     import paddle
@@ -370,13 +449,7 @@ def translate(graph_file: Path, params_file: Path, out_prefix: Path) -> dict:
     place = paddle.CPUPlace()
     with paddle.static.program_guard(program, paddle.static.Program()):
         block = program.global_block()
-        e = Emitter(paddle, block, graph, params)
-        for vid, pname in graph["params"].items():
-            array = params[pname]
-            block.create_var(name=pname, shape=array.shape, dtype=str(array.dtype), persistable=True)
-            scope.var(pname).get_tensor().set(array, place)
-            e.values[vid] = pname
-            e.dtypes[vid] = str(array.dtype)
+        e = _emitter(paddle, block, graph, params, scope)
         e.run(graph["ops"])
         feeds, fetches = e.feeds, e.fetches
         if not feeds or not fetches:

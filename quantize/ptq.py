@@ -3,6 +3,14 @@
 `quant_post_static` takes ~28 keyword arguments, asserts on its input and writes
 a hidden file relative to the working directory, so it runs here with explicit
 arguments, inside a temporary working directory, behind typed errors.
+
+It is called as `quant_post_static` does it (Paddle's `PostTrainingQuantization`, then
+`quantize()` and `save_quantized_model()`), with one change: activations of rank 0 or 1 are
+never sampled. PaddleSlim 2.6's samplers read every activation as `[batch, ...]` (`avg` does
+`var_tensor.reshape(var_tensor.shape[0], -1)`: IndexError on a 0-d tensor, such as a width read
+from a shape), and a scalar or a vector of sizes has no activation range worth an INT8 scale.
+They are handed to Paddle's own "zero-size tensor, unable to calibrate" path, so the ops that
+write them get no output scale, and a quantisable op reading or writing one stays float.
 """
 
 from __future__ import annotations
@@ -26,6 +34,47 @@ log = logging.getLogger(__name__)
 
 QUANTIZABLE_OPS = ("conv2d", "depthwise_conv2d", "conv2d_transpose", "mul", "matmul", "matmul_v2")
 MIN_CALIBRATION_SAMPLES = 8
+MIN_SAMPLED_RANK = 2          # activations of lower rank stay float (module docstring)
+
+
+def low_rank_activations(program, names) -> set[str]:
+    """The activations among `names` whose declared rank is below MIN_SAMPLED_RANK (0-d scalars, 1-d vectors)."""
+    found = set()
+    for name in names:
+        var = program.global_block()._find_var_recursive(name)
+        if var is None:
+            for block in program.blocks:
+                var = block._find_var_recursive(name)
+                if var is not None:
+                    break
+        if var is not None and len(var.shape) < MIN_SAMPLED_RANK:
+            found.add(name)
+    return found
+
+
+def _ptq_class():
+    """Paddle's PostTrainingQuantization (what quant_post_static runs), with low-rank activations kept from the samplers."""
+    from paddle.static.quantization import PostTrainingQuantization
+
+    class LowRankFloat(PostTrainingQuantization):
+        low_rank: tuple[str, ...] = ()
+        float_ops: tuple[str, ...] = ()
+
+        def _collect_target_varnames(self):
+            super()._collect_target_varnames()
+            low = low_rank_activations(self._program, self._quantized_act_var_name)
+            self._quantized_act_var_name -= low
+            self._zero_size_var_names |= low           # Paddle: "unable to calibrate, so skip quant it"
+            kept = []
+            for block in self._program.blocks:
+                for op in block.ops:
+                    touched = set(op.input_arg_names) | set(op.output_arg_names)
+                    if op.type in QUANTIZABLE_OPS and touched & low:
+                        op._set_attr("op_namescope", "skip_quant")     # what skip_tensor_list does: stays float
+                        kept.append(op.type)
+            self.low_rank, self.float_ops = tuple(sorted(low)), tuple(kept)
+
+    return LowRankFloat
 
 
 @contextlib.contextmanager
@@ -74,7 +123,6 @@ def quantize_int8(model: StaticModel, samples: Samples, cfg: QuantConfig, out_di
                   skip_tensors: tuple[str, ...] = ()) -> QuantizedModel:
     """PTQ of `model`; ops whose weight tensors are named in `skip_tensors` stay in float."""
     import paddle
-    from paddleslim.quant import quant_post_static
 
     fixed = {f.shape[0] for f in model.feeds if f.shape[0] > 0}
     batch_size, batch_nums = calibration_batches(len(samples), cfg, fixed.pop() if fixed else None)
@@ -87,19 +135,20 @@ def quantize_int8(model: StaticModel, samples: Samples, cfg: QuantConfig, out_di
         try:
             with paddle.static.scope_guard(scope), paddle.utils.unique_name.guard():
                 loader = _loader(paddle, model, calib, batch_size)
-                quant_post_static(
+                ptq = _ptq_class()(
                     executor=exe,
                     model_dir=str(model.model_file.parent),
-                    quantize_model_path=str(out_dir),
                     data_loader=loader,
                     model_filename=model.model_file.name,
                     params_filename=model.params_file.name if model.params_file else None,
-                    save_model_filename="model.pdmodel",
-                    save_params_filename="model.pdiparams",
                     batch_size=batch_size,
                     batch_nums=batch_nums,
                     scope=scope,
                     algo=cfg.algo,
+                    round_type="round",                     # quant_post_static's defaults, stated
+                    hist_percent=0.9999,
+                    bias_correction=False,
+                    activation_quantize_type="range_abs_max",
                     quantizable_op_type=list(QUANTIZABLE_OPS),
                     is_full_quantize=False,
                     weight_bits=8,
@@ -111,9 +160,17 @@ def quantize_int8(model: StaticModel, samples: Samples, cfg: QuantConfig, out_di
                     optimize_model=False,
                     skip_tensor_list=list(skip_tensors) or None,
                 )
-        except (AssertionError, ValueError, RuntimeError, TypeError) as exc:
-            raise QuantizeError(f"PaddleSlim quant_post_static failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
+                ptq.quantize()
+                ptq.save_quantized_model(str(out_dir), model_filename="model.pdmodel", params_filename="model.pdiparams")
+        except Exception as exc:   # PaddleSlim raises all kinds (IndexError in a sampler, asserts): one typed error
+            where = _where(exc)
+            raise QuantizeError(f"PaddleSlim post-training quantisation ({cfg.algo}) failed: {type(exc).__name__}"
+                                f"{': ' + str(exc).splitlines()[0][:200] if str(exc).strip() else ''}{where}",
                                 "try --quant fp32 to check the rest of the pipeline, or another calibration algorithm (--algo)") from exc
+    if ptq.low_rank:
+        log.info("left float: %d activation(s) of rank < %d are not calibrated (%s)%s", len(ptq.low_rank),
+                 MIN_SAMPLED_RANK, ", ".join(ptq.low_rank[:6]) + (" ..." if len(ptq.low_rank) > 6 else ""),
+                 f"; {len(ptq.float_ops)} quantisable op(s) reading or writing them stay float" if ptq.float_ops else "")
     seconds = time.monotonic() - start
     model_file = out_dir / "model.pdmodel"
     if not model_file.is_file():
@@ -122,7 +179,15 @@ def quantize_int8(model: StaticModel, samples: Samples, cfg: QuantConfig, out_di
     quantized = StaticModel(model_file, out_dir / "model.pdiparams", model.feeds, model.fetches, "paddleslim-ptq",
                             prog.op_types(program), model.sources)
     log.info("quantised with %s on %d samples in %.1f s", cfg.algo, len(calib), seconds)
-    return QuantizedModel(quantized, cfg.algo, len(calib), seconds, calib.digest())
+    return QuantizedModel(quantized, cfg.algo, len(calib), seconds, calib.digest(), ptq.low_rank)
+
+
+def _where(exc: BaseException) -> str:
+    """' (in file.py:123 function)' for the innermost frame of a toolchain error: which sampler or pass failed."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    return f" (in {Path(frames[-1].filename).name}:{frames[-1].lineno} {frames[-1].name})" if frames else ""
 
 
 def count_quantized_ops(model: StaticModel) -> dict[str, int]:

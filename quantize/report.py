@@ -140,6 +140,9 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, c in enumerate(result.candidates):
         floats = ", ".join(f"`{k}`" for k in c.skip) if len(c.skip) <= 3 else f"{len(c.skip)} layers"
+        if c.failed:
+            out.append(f"| {i} | {c.purpose} | {c.algo} | {floats or '—'} | failed: {c.error} | — | — | — | — | no | no |")
+            continue
         meets = ("yes" if c.holds else "no") if c.samples == result.evaluation_samples else "—"
         out.append(f"| {i} | {c.purpose} | {c.algo} | {floats or '—'} | {budget.drop(c.score):.4g} | "
                    f"{_num(c.score.task, '.2f')} | {c.score.cosine:.6f} | {c.score.snr_db:.1f} | {c.samples} | "
@@ -166,7 +169,7 @@ def _detection_table(result: QuantSearchResult, shown: tuple[tuple[str, str], ..
            "| model | " + " | ".join(label for _, label in shown) + " |", "|---|" + "---|" * len(shown)]
     out.append("| FP32 reference | " + " | ".join(_num(reference.get(key), ".2f") for key, _ in shown) + " |")
     for i, c in enumerate(result.candidates):
-        if c.samples != result.evaluation_samples or c.purpose == "sensitivity":
+        if c.samples != result.evaluation_samples or c.purpose == "sensitivity" or c.failed:
             continue
         floats = ", ".join(f"`{k}`" for k in c.skip) if len(c.skip) <= 3 else f"{len(c.skip)} layers"
         name = f"INT8 #{i} {c.purpose} `{c.algo}`" + (f", float {floats}" if floats else "")

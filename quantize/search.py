@@ -151,6 +151,7 @@ class Calibrator:
             entry = {"format": CACHE_FORMAT, "key": key, "algo": algo, "skip": list(skip),
                      "calibration_samples": quantized.calibration_samples, "seconds": round(quantized.seconds, 3),
                      "calibration_sha256": getattr(quantized, "calibration_sha256", ""),
+                     "float_activations": list(getattr(quantized, "float_activations", ())),
                      "op_types": list(quantized.model.op_types), "model_file": quantized.model.model_file.name,
                      "params_file": quantized.model.params_file.name if quantized.model.params_file else None,
                      "files": {name: sha256_file(tmp / name) for name in names}}
@@ -172,7 +173,8 @@ class Calibrator:
         static = StaticModel(folder / entry["model_file"], params, self.model.feeds, self.model.fetches, "paddleslim-ptq",
                              tuple(entry["op_types"]), self.model.sources)
         return QuantizedModel(static, entry["algo"], int(entry["calibration_samples"]), float(entry["seconds"]),
-                              calibration_sha256=entry.get("calibration_sha256", ""))
+                              calibration_sha256=entry.get("calibration_sha256", ""),
+                              float_activations=tuple(entry.get("float_activations", ())))
 
 
 class ScoreStore:
@@ -234,12 +236,17 @@ class SearchPlan:
 class Candidate:
     algo: str
     skip: tuple[str, ...]     # layers kept in float (skip_tensor_list)
-    score: Score
+    score: Score | None       # None when its calibration failed (`error` says why)
     holds: bool               # meets the budget (only meaningful on the full evaluation set)
     purpose: str              # "algorithm", "sensitivity" or "fallback"
     samples: int              # evaluation samples it was scored on
     reused: bool              # no calibration ran for it (cache or earlier in this run)
     seconds: float
+    error: str = ""           # a calibration algorithm that crashed: a failed row of the search, not the build's end
+
+    @property
+    def failed(self) -> bool:
+        return self.score is None
 
 
 @dataclass(frozen=True)
@@ -297,7 +304,9 @@ class QuantSearchResult:
         out = [f"int8 search ({self.budget.describe()}, {self.evaluation_samples} evaluation samples, "
                f"{self.calibrations} calibration(s) run):"]
         for c in self.candidates:
-            if c.purpose in ("algorithm", "fallback"):
+            if c.failed:
+                out.append(f"  ✗ {c.purpose} {c.algo}: failed: {c.error}")
+            elif c.purpose in ("algorithm", "fallback"):
                 mark = "✓" if c.holds else "✗"
                 floats = f", float: {', '.join(c.skip)}" if c.skip else ""
                 task = f", {self.metric_name} {c.score.task:.2f} %" if c.score.task is not None else ""
@@ -325,7 +334,8 @@ class QuantSearchResult:
             "method": self.plan.method if self.plan else None,
             "candidates": [{"algo": c.algo, "float_layers": list(c.skip), "purpose": c.purpose, "holds": c.holds,
                             "samples": c.samples, "reused": c.reused, "seconds": round(c.seconds, 3),
-                            **c.score.to_json()} for c in self.candidates],
+                            **(c.score.to_json() if c.score is not None else {"error": c.error})}
+                           for c in self.candidates],
             "layers": [{"name": s.layer.name, "op_type": s.layer.op_type, "rank": s.rank, "value": s.value,
                         "float": s.layer.key in set(self.chosen.skip)} for s in self.sensitivity],
         }
@@ -341,8 +351,13 @@ def calibrate_and_score(model: StaticModel, samples: Samples, cfg: QuantConfig, 
 
 
 def choose(candidates: Sequence[Candidate], budget: Budget) -> Candidate:
-    """The best candidate that meets the budget (else the best one): least drop, then least error, then first."""
-    pool = [c for c in candidates if c.holds] or list(candidates)
+    """The best candidate that meets the budget (else the best one): least drop, then least error, then first.
+    Failed candidates are never chosen; QuantizeError when every one failed."""
+    scored = [c for c in candidates if not c.failed]
+    if not scored:
+        raise QuantizeError("every calibration algorithm failed: " + "; ".join(f"{c.algo}: {c.error}" for c in candidates),
+                            "try other algorithms (--search-algos avg,hist,mse,KL), or --quant fp32 to check the rest")
+    pool = [c for c in scored if c.holds] or scored
     return min(enumerate(pool), key=lambda ic: (budget.drop(ic[1].score), ic[1].score.error, ic[0]))[1]
 
 
@@ -381,7 +396,7 @@ def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Sam
 def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: QuantConfig, plan: SearchPlan,
             quantize: Quantize, evaluator: Evaluator, calibrate: Calibrator, scores: ScoreStore,
             executor: executors.Executor) -> QuantSearchResult:
-    ahead: dict[str, tuple[Score, bool]] = {}      # score key -> (score, reused), calibrated on the executor
+    ahead: dict[str, tuple[Score, bool] | QuantizeError] = {}   # score key -> (score, reused) or the failure, from the executor
 
     judges = {id(evaluator): evaluator.digest()}
     candidates: list[Candidate] = []
@@ -401,7 +416,10 @@ def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: 
                                         executors.Resources(cpus=1, memory_mb=CALIBRATION_MEMORY_MB)))
         for key, outcome in zip(keys, executor.run(tasks)):
             if not outcome.ok:
-                raise outcome.error               # as the same calibration would fail in this process
+                if isinstance(outcome.error, QuantizeError):
+                    ahead[key] = outcome.error    # run() handles it as the same calibration failing here would be
+                    continue
+                raise outcome.error
             score, reused, ran = outcome.value
             ahead[key] = (score, reused)
             calibrate.calibrations += ran
@@ -410,13 +428,25 @@ def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: 
         start = time.monotonic()
         key = score_key(calibrate.key(algo, skip), judges[id(judge)])
         score, reused = scores.get(key), True
-        if score is None and key in ahead:
-            score, reused = ahead.pop(key)
-            scores.put(key, score)
-        elif score is None:
-            calibrated = calibrate(algo, skip)
-            score, reused = judge.score(calibrated.quantized.model), calibrated.reused
-            scores.put(key, score)
+        try:
+            if score is None and key in ahead:
+                done = ahead.pop(key)
+                if isinstance(done, QuantizeError):
+                    raise done
+                score, reused = done
+                scores.put(key, score)
+            elif score is None:
+                calibrated = calibrate(algo, skip)
+                score, reused = judge.score(calibrated.quantized.model), calibrated.reused
+                scores.put(key, score)
+        except QuantizeError as exc:
+            if purpose != "algorithm":      # a float list of an algorithm that worked: a real failure of the build
+                raise
+            failed = Candidate(algo, tuple(skip), None, False, purpose, len(judge.samples), False,
+                               time.monotonic() - start, exc.message)
+            candidates.append(failed)
+            log.warning("calibration %s failed, trying the other algorithms: %s", algo, exc.message)
+            return failed
         full_set = judge is evaluator
         candidate = Candidate(algo, tuple(skip), score, full_set and plan.budget.holds(score), purpose,
                               len(judge.samples), reused, time.monotonic() - start)
@@ -457,6 +487,10 @@ def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: 
         notes.append("candidates were chosen on the evaluation samples the parity gate also uses: "
                      "a held-out set gives an unbiased figure")
     final = calibrate(chosen.algo, chosen.skip, keep=True)
+    low = final.quantized.float_activations
+    if low:
+        notes.append(f"{len(low)} activation(s) of rank 0 or 1 left float, not calibrated (PaddleSlim's samplers read "
+                     f"[batch, ...] tensors): {', '.join(low[:8])}{' ...' if len(low) > 8 else ''}")
     return QuantSearchResult(final.quantized, chosen, plan.budget, evaluator.reference_task, layers, tuple(candidates),
                              sensitivity, result_fallback, plan, len(evaluation), calibrate.calibrations, tuple(notes),
                              evaluator.metric, getattr(evaluator, "reference_metrics", None))

@@ -132,7 +132,9 @@ def _quantization(rec: BuildRecord) -> dict:
 
     entry = {"tool": "paddleslim.quant.quant_post_static", "algo": quantized.algo,
              "calibration_samples": quantized.calibration_samples, "seconds": round(quantized.seconds, 3),
-             "ops": count_quantized_ops(quantized.model), "settings": cfg.to_json()["quant"]}
+             "ops": count_quantized_ops(quantized.model), "settings": cfg.to_json()["quant"],
+             # activations of rank 0/1 PaddleSlim's samplers are never given: they stay float (quantize/ptq.py)
+             "float_activations": list(getattr(quantized, "float_activations", ()))}
     if rec.search is not None:
         entry["search"] = rec.search.to_json()
         entry["data_checks"] = list(rec.data_warnings)

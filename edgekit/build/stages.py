@@ -8,9 +8,9 @@ nothing here decides whether a stage runs.
 
 from __future__ import annotations
 
-from dataclasses import replace
 import logging
 import shutil
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -46,7 +46,7 @@ def load_exported(rec: StageView) -> StageView:
     from edgekit.export import load_inference
 
     folder = _folder(rec, "export")
-    static = load_inference(rec.cfg.model, folder)
+    static, _ = _default_size(rec.cfg, load_inference(rec.cfg.model, folder))
     return rec.with_(static=static, feeds=static.feeds)
 
 
@@ -89,10 +89,27 @@ def load_pir(rec: StageView) -> StageView:
 
     cfg = rec.cfg
     static, report = translate(cfg.model, _folder(rec, "export"), cfg.tool_timeout)
-    translated = Paddle3.of(report)
+    static, chosen = _default_size(cfg, static)
+    translated = Paddle3.of(dict(report, input_chosen=chosen) if chosen else report)
     if cfg.model.description is not None:   # an inference.yml that contradicts the program is refused here
         translated = translated.with_description(_described(cfg, static))
     return rec.with_(static=static, feeds=static.feeds, paddle3=translated)
+
+
+def _default_size(cfg: BuildConfig, static: StaticModel) -> tuple[StaticModel, dict | None]:
+    """A program whose image input leaves H and W open, with no --input for it: the size inference.yml's
+    DetResizeForTest gives (export/paddlex.py default_input), logged and returned for the manifest."""
+    if cfg.model.description is None:
+        return static, None
+    from edgekit.export.paddlex import default_input, read_model_yml
+
+    found = default_input(read_model_yml(cfg.model.description), static.feeds, {s.name for s in cfg.model.inputs})
+    if found is None:
+        return static, None
+    spec, said = found
+    log.warning("%s", said)
+    feeds = tuple(spec if f.name == spec.name else f for f in static.feeds)
+    return replace(static, feeds=feeds), {"name": spec.name, "shape": list(spec.shape), "why": said}
 
 
 @declares(reads=("feeds", "?onnx_import"), writes=("evaluation", "?calibration"))

@@ -49,6 +49,7 @@ class QuantizedModel:
     calibration_samples: int
     seconds: float
     calibration_sha256: str = ""         # digest of the exact calibration tensors used
+    float_activations: tuple[str, ...] = ()   # activations of rank < 2 left uncalibrated (float), see quantize/ptq.py
 
 
 @dataclass(frozen=True)

@@ -185,9 +185,23 @@ class OcrDet(Task):
 
 # --- recognition ------------------------------------------------------------------------------------
 
+def token_problem(token: Any) -> str | None:
+    """Why `token` cannot be a CTC dictionary entry, or None. An entry is any non-empty string: one character,
+    or several code points the model emits as one class (PP-OCRv5's flags such as '🇩🇪', ZWJ emoji, ligatures).
+    Line breaks are refused: dictionary files hold one token a line."""
+    if not isinstance(token, str):
+        return f"a {type(token).__name__}, not a string"
+    if not token:
+        return "empty"
+    if "\n" in token or "\r" in token:
+        return "holds a line break"
+    return None
+
+
 def read_dictionary(path: Path) -> tuple[str, ...]:
-    """A PaddleOCR character dictionary: the `character` metadata of an exported rec .onnx, or a text
-    file with one character a line (ppocr_keys_v1.txt). Without the CTC blank and the appended space."""
+    """A PaddleOCR character dictionary: the `character` metadata of an exported rec .onnx, or a text file
+    (ppocr_keys_v1.txt), one token a line (a token may be several code points, e.g. a flag). Without the CTC
+    blank and the appended space."""
     path = Path(path)
     try:
         if path.suffix.lower() == ".onnx":
@@ -196,19 +210,24 @@ def read_dictionary(path: Path) -> tuple[str, ...]:
             metadata = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
             if "character" not in metadata:
                 raise ConfigError(f"{path} has no `character` metadata (keys: {', '.join(sorted(metadata)) or 'none'})",
-                                  "give the recognition model's dictionary file (one character a line) instead")
+                                  "give the recognition model's dictionary file (one token a line) instead")
             text = metadata["character"]
         else:
             text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read the character dictionary {path}: {exc.strerror}", "check the path") from exc
-    characters = tuple(line.rstrip("\r\n") for line in text.split("\n"))
-    characters = characters[:-1] if characters and characters[-1] == "" else characters
-    if not characters or any(len(c) != 1 for c in characters):
-        bad = next((c for c in characters if len(c) != 1), "")
-        raise ConfigError(f"character dictionary {path} has an entry that is not one character: {bad!r}",
-                          "use one character a line")
-    return characters
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"character dictionary {path} is not UTF-8 text (byte {exc.start})", "save it as UTF-8") from exc
+    tokens = tuple(line.rstrip("\r") for line in text.split("\n"))
+    tokens = tokens[:-1] if tokens and tokens[-1] == "" else tokens
+    if not tokens:
+        raise ConfigError(f"character dictionary {path} is empty", "use one token a line")
+    for number, token in enumerate(tokens, 1):
+        problem = token_problem(token)
+        if problem:
+            raise ConfigError(f"character dictionary {path} line {number} is {token!r}: {problem}",
+                              "use one token (a character, or a multi-code-point symbol such as a flag) a line")
+    return tokens
 
 
 def ctc_greedy_decode(probs: np.ndarray, characters: Sequence[str]) -> tuple[str, float]:
@@ -245,7 +264,7 @@ def recognition_scores(predicted: Sequence[str], truth: Sequence[str], ignore_sp
 
 @dataclass(frozen=True)
 class OcrRec(Task):
-    dictionary: tuple[str, ...]           # class i (i >= 1) is dictionary[i - 1]; class 0 is the CTC blank
+    dictionary: tuple[str, ...]           # class i (i >= 1) is token dictionary[i - 1]; class 0 is the CTC blank
     use_space_char: bool = True           # PP-OCR appends " " as the last class
     ignore_space: bool = True             # metrics compare texts without whitespace (PaddleOCR's RecMetric)
 
@@ -258,11 +277,15 @@ class OcrRec(Task):
         source = options.get("dictionary")
         if isinstance(source, (str, Path)):
             dictionary = read_dictionary(Path(source))
-        elif isinstance(source, (list, tuple)) and source and all(isinstance(c, str) and len(c) == 1 for c in source):
+        elif isinstance(source, (list, tuple)) and source:
+            bad = next(((i, c, token_problem(c)) for i, c in enumerate(source) if token_problem(c)), None)
+            if bad:
+                raise ConfigError(f"task ocr_rec option dictionary[{bad[0]}] is {bad[1]!r}: {bad[2]}",
+                                  "give each dictionary entry as a non-empty string without line breaks")
             dictionary = tuple(source)
         else:
             raise ConfigError("task ocr_rec needs option dictionary: a file (.txt, or the rec .onnx with `character` "
-                              "metadata) or a list of single characters",
+                              "metadata) or a list of tokens (strings)",
                               'e.g. dictionary = "ppocr_keys_v1.txt"')
         flags = {}
         for key in ("use_space_char", "ignore_space"):
@@ -302,7 +325,7 @@ class OcrRec(Task):
     def truth_from_json(self, raw: Any) -> list[str]:
         if not isinstance(raw, list) or not all(isinstance(t, str) for t in raw):
             raise DataError("ocr_rec truth is not a list of strings", "write the text of each line as a string")
-        known = set(self.characters)
+        known = {c for token in self.characters for c in token}    # the code points some token emits
         missing = sorted({c for t in raw for c in t if c not in known and not (self.ignore_space and c.isspace())})
         if missing:
             raise DataError(f"ocr_rec truth uses characters the dictionary lacks: {''.join(missing[:20])!r}",

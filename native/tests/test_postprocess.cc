@@ -156,14 +156,30 @@ EK_TEST(postprocess, top_k_is_sorted_with_ties_by_index) {
 EK_TEST(postprocess, task_options_are_checked_like_python) {
   EK_CHECK_ERROR(task(R"({"kind": "ocr_det", "options": {"thresh": 2}})"), input, "not a number in [0, 1]");
   EK_CHECK_ERROR(task(R"({"kind": "ocr_det", "options": {"radius": 2}})"), input, "unknown option: radius");
-  EK_CHECK_ERROR(task(R"({"kind": "ocr_rec", "options": {"dictionary": ["ab"]}})"), input, "single characters");
+  EK_CHECK_ERROR(task(R"({"kind": "ocr_rec", "options": {"dictionary": [""]}})"), input, "list of tokens");
+  EK_CHECK_ERROR(task(R"({"kind": "ocr_rec", "options": {"dictionary": ["a\nb"]}})"), input, "list of tokens");
   EK_CHECK_ERROR(task(R"({"kind": "ocr_cls", "options": {"labels": ["0"]}})"), input, "at least two");
   EK_CHECK_ERROR(task(R"({"kind": "detector"})"), input, "not known");
   auto rec = task(R"({"kind": "ocr_rec", "options": {"dictionary": ["x", "\u4e2d"], "use_space_char": false}})");
   EK_CHECK_EQ(rec.characters().size(), 3u);
   EK_CHECK_ERROR(rec.run(floats({1, 2, 4}, std::vector<float>(8, 0.f))), input, "the dictionary gives 3");
   EK_CHECK_ERROR(rec.run(floats({1, 8}, std::vector<float>(8, 0.f))), input, "shape 1x8");
-  EK_CHECK(is_single_character("\xe4\xb8\xad") && !is_single_character("ab") && !is_single_character("\xe4\xb8"));
+  EK_CHECK(is_token("\xe4\xb8\xad") && is_token("ab") && is_token("\xf0\x9f\x87\xa9\xf0\x9f\x87\xaa"));
+  EK_CHECK(!is_token("") && !is_token("\xe4\xb8") && !is_token("a\xe4\xb8") && !is_token("a\r") && !is_token("\xff"));
+}
+
+EK_TEST(postprocess, ctc_dictionary_tokens_of_several_code_points) {
+  // PP-OCRv5's dictionary holds flags (two regional indicators, one class); a token is emitted whole
+  auto rec = task(R"({"kind": "ocr_rec", "options": {"dictionary": ["\ud83c\udde9\ud83c\uddea", "ff", "x"],
+                                                     "use_space_char": false}})");
+  EK_CHECK_EQ(rec.characters().size(), 4u);
+  EK_CHECK_EQ(rec.characters()[1], std::string("\xf0\x9f\x87\xa9\xf0\x9f\x87\xaa"));
+  const std::vector<int> best = {1, 1, 0, 1, 2, 3};
+  std::vector<float> probs;
+  for (int b : best)
+    for (int c = 0; c < 4; ++c) probs.push_back(c == b ? 0.9f : 0.05f);
+  const TextLine line = ctc_greedy_decode(probs.data(), 6, 4, rec.characters());
+  EK_CHECK_EQ(line.text, std::string("\xf0\x9f\x87\xa9\xf0\x9f\x87\xaa\xf0\x9f\x87\xa9\xf0\x9f\x87\xaa" "ffx"));
 }
 
 EK_TEST(postprocess, direction_labels_and_scores) {

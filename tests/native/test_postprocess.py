@@ -5,7 +5,7 @@ aarch64 and armhf under qemu.
 Model outputs: random logits and distributions (and batches mixing both), ties, thousands of classes;
 DB probability maps with blobs (touching, diagonal, at the borders, thin, faint, more than max_candidates),
 rotated and small (4-9 px) text regions, a ring (a hole's border), values exactly at the threshold; CTC sequences with repeats and blanks over a dictionary with Chinese
-characters, with and without the space class; direction scores.
+characters, with and without the space class, and over tokens of several code points (flags, a ZWJ sequence); direction scores.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ ABIS = ["host", pytest.param("aarch64", marks=pytest.mark.e2e), pytest.param("ar
 SCORE_TOL = 1e-6
 SCORE_KEYS = {"score", "confidence"}
 CHINESE = list("中文字符识别测试边缘设备模型")
+TOKENS = ["\U0001F1E9\U0001F1EA", "\U0001F1EF\U0001F1F5", "\U0001F468\u200D\U0001F469\u200D\U0001F467", "ff",
+          "\u3000"]   # 🇩🇪 🇯🇵, a family (ZWJ), "ff", the ideographic space: one class each
 
 
 def softmax(x: np.ndarray) -> np.ndarray:
@@ -117,6 +119,16 @@ def rec_cases(rng):
     yield "rec no space", no_space, np.stack(seqs[:4]), {}
     raw = rng.normal(0, 2, (3, 25, classes)).astype(np.float32)             # not probabilities
     yield "rec raw scores", {"dictionary": dictionary}, raw, {}
+    # tokens of several code points (PP-OCRv5's flags, a ZWJ sequence, a ligature-like pair, the ideographic space)
+    tokens = dictionary[:10] + TOKENS
+    token_classes = len(tokens) + 2
+    path = np.array([11, 11, 0, 11, 12, 13, 0, 13, 14, 15, token_classes - 1, 1] * 3 + [0] * 4)
+    seqs = [ctc_sequence(rng, len(path), token_classes, path)]
+    for _ in range(5):
+        steps = rng.integers(11, token_classes, 40)
+        steps[rng.random(40) < 0.3] = 0
+        seqs.append(ctc_sequence(rng, 40, token_classes, steps))
+    yield "rec tokens", {"dictionary": tokens}, np.stack(seqs), {}
 
 
 def cls_cases(rng):
@@ -223,6 +235,8 @@ def test_cases_exercise_what_they_claim(prepared):
     texts = [r["text"] for r in results["ocr_rec/rec"]]
     assert texts[-2] == "" and results["ocr_rec/rec"][-2]["confidence"] == 0.0
     assert any(c in "".join(texts) for c in CHINESE) and any(" " in t for t in texts)
+    first = results["ocr_rec/rec tokens"][0]["text"]
+    assert first.startswith(TOKENS[0] * 2 + TOKENS[1] + TOKENS[2] * 2 + TOKENS[3] + TOKENS[4] + " 0")   # per token
     # the same distribution row: kept alone, softmaxed again in a batch with logit rows
     assert results["classification/mixed batch"][0]["score"] != results["classification/distributions"][0]["score"]
     assert results["classification/ties no labels"][0]["class"] == 1

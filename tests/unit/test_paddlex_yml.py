@@ -59,7 +59,9 @@ def test_text_detection_sample():
     desc = sample("PP-OCRv5_mobile_det")
     assert (desc.dialect, desc.model_name, desc.paddlex_task, desc.kind) == (
         "paddleocr", "PP-OCRv5_mobile_det", "text_detection", TaskKind.ocr_det)
-    assert desc.preprocess == {"color": "bgr", "interpolation": "linear", "layout": "NCHW", **IMAGENET}
+    assert desc.preprocess == {"color": "bgr", "interpolation": "linear", "layout": "NCHW", "resize": [960, 960],
+                               **IMAGENET}
+    assert desc.default_size == (960, 960) and "DetResizeForTest (resize_long 960)" in desc.default_size_from
     assert desc.task == {"kind": "ocr_det", "thresh": 0.3, "box_thresh": 0.6, "unclip_ratio": 1.5}
     assert desc.input_name == "x" and desc.input_shape == (-1, 3, -1, -1)       # Hpi: H and W range 160..1280
     assert desc.typical_shape == (-1, 3, 640, 640)                              # Hpi's opt shape
@@ -73,6 +75,28 @@ def test_text_detection_pages_take_the_programs_fixed_size():
     assert desc.preprocess["resize"] == [640, 960] and desc.input_shape == (-1, 3, 640, 960)
     assert spec_of(desc.preprocess).apply(np.zeros((100, 50, 3), np.uint8)).shape == (3, 640, 960)
     assert any("stretched to the program's input size 640x960" in n for n in desc.notes)
+
+
+def test_open_page_size_comes_from_det_resize_for_test(tmp_path):
+    """PP-OCRv5_mobile_det's input is x: [-1, 3, -1, -1]: without --input, the build takes DetResizeForTest's size
+    and says so; a user's --input, a fixed program or a yml without a size leave the choice alone."""
+    desc = sample("PP-OCRv5_mobile_det")
+    spec, said = paddlex.default_input(desc, [InputSpec("x", (-1, 3, -1, -1))])
+    assert spec == InputSpec("x", (-1, 3, 960, 960))
+    assert said.startswith("input 'x' has open height and width [-1, 3, -1, -1]: built at 960x960 from inference.yml's "
+                           "PreProcess.transform_ops[2] DetResizeForTest (resize_long 960)")
+    assert "--input x:-1x3x960x960" in said
+    assert paddlex.default_input(desc, [InputSpec("x", (-1, 3, -1, -1))], {"x"}) is None
+    assert paddlex.default_input(desc, [InputSpec("x", (-1, 3, 640, -1))]) is None
+    assert paddlex.default_input(desc, [InputSpec("x", (-1, 3, 640, 640))]) is None
+    for args, side, words in (("{limit_side_len: 736, limit_type: min}", 736, "limit_side_len 736, limit_type min"),
+                              ("{limit_side_len: 1000}", 1024, "limit_side_len 1000, rounded up to a multiple of 32")):
+        desc = read_model_yml(write(tmp_path, ocr_yml(f"  - DetResizeForTest: {args}\n  - ToCHWImage: null\n")))
+        assert desc.default_size == (side, side) and desc.preprocess["resize"] == [side, side]
+        assert words in desc.default_size_from
+    plain = read_model_yml(write(tmp_path, ocr_yml("  - DetResizeForTest: null\n  - ToCHWImage: null\n")))
+    assert plain.default_size is None and "resize" not in plain.preprocess
+    assert paddlex.default_input(plain, [InputSpec("x", (-1, 3, -1, -1))]) is None
 
 
 def test_text_recognition_sample_and_dictionary_convention():
@@ -227,7 +251,7 @@ def test_sections_edgekit_toml_gives_are_not_read(tmp_path):
     assert desc.preprocess == {} and desc.input_shape is None and desc.kind == TaskKind.ocr_det
     assert desc.task == {"kind": "ocr_det", "thresh": 0.3, "box_thresh": 0.6, "unclip_ratio": 2.0}
     assert any("preprocessing from edgekit.toml" in n for n in desc.notes)
-    bad_dict = ocr_yml("  - ToCHWImage: null\n", "  name: CTCLabelDecode\n  character_dict: [ab]\n")
+    bad_dict = ocr_yml("  - ToCHWImage: null\n", "  name: CTCLabelDecode\n  character_dict: [7]\n")
     assert "character_dict[0]" in refused(tmp_path, bad_dict)
     desc = read_model_yml(tmp_path / "inference.yml", overridden={"task"})
     assert desc.task == {} and desc.kind is None and desc.preprocess["layout"] == "NCHW"
@@ -253,8 +277,10 @@ def test_sections_edgekit_toml_gives_are_not_read(tmp_path):
     ("  - DetResizeForTest: {image_shape: [0, 640]}\n", None, r"image_shape is \[0, 640\]"),
     ("  - NormalizeImage: {mean: [0.5, 0.5]}\n", None, r"unusable edgekit preprocess \(preprocess.mean has 2 values"),
     ("  - ToCHWImage: null\n", "  name: CTCLabelDecode\n  character_dict: [a, 7]\n",
-     r"character_dict\[1\] is 7, not one character \(quote entries"),
-    ("  - ToCHWImage: null\n", "  name: CTCLabelDecode\n  character_dict: [a, bc]\n", r"character_dict\[1\] is 'bc'"),
+     r"character_dict\[1\] is 7: a int, not a string \(quote entries"),
+    ("  - ToCHWImage: null\n", "  name: CTCLabelDecode\n  character_dict: [a, '']\n", r"character_dict\[1\] is '': empty"),
+    ("  - ToCHWImage: null\n", "  name: CTCLabelDecode\n  character_dict: [a, \"b\\nc\"]\n",
+     r"character_dict\[1\] is 'b\\nc': holds a line break"),
     ("  - ToCHWImage: null\n", "  name: DBPostProcess\n  thresh: high\n", r"PostProcess.thresh is 'high', not a number"),
     ("  - ToCHWImage: null\n", "  name: DBPostProcess\n  box_thresh: 3\n", r"unusable edgekit task .*box_thresh"),
     ("  - ToCHWImage: null\n", "  name: ClsPostProcess\n  label_list: ['0']\n", r"label_list has 1 label"),

@@ -17,13 +17,13 @@ def test_nested_positions_read_as_words():
     assert position_words("5/0/2/1/0") == "op #0 of block 1 of op #2 of block 0 of op #5"
 
 
-def test_if_translates_and_while_and_unknown_ops_inside_blocks_are_refused_by_position():
+def test_if_and_while_translate_and_unknown_ops_inside_blocks_are_refused_by_position():
     inner_if = _op("pd_op.if", [_op("pd_op.relu"), _op("cf.yield")], [_op("pd_op.cumsum"), _op("cf.yield")])
     graph = {"ops": [_op("pd_op.data"), _op("pd_op.if", [_op("pd_op.conv2d"), inner_if, _op("cf.yield")],
                                                      [_op("pd_op.sigmoid"), _op("cf.yield")]),
                      _op("pd_op.while", [_op("pd_op.add"), _op("cf.yield")]), _op("pd_op.fetch")]}
     found = [(position, op["op"]) for position, op in untranslatable(graph)]
-    assert found == [("1/0/1/1/0", "pd_op.cumsum"), ("2", "pd_op.while")]
+    assert found == [("1/0/1/1/0", "pd_op.cumsum")]        # pd_op.while translates (test_pir_gaps.py)
     assert control_flow_ops(graph) == {"pd_op.if": 2, "pd_op.while": 1}
 
 

@@ -15,7 +15,7 @@ from edgekit.model.artifacts import QuantizedModel, StaticModel
 from edgekit.contracts.settings import InputSpec, QuantConfig
 from edgekit.model.data import Samples
 from edgekit.model.evalset import EvalSet
-from edgekit.core.errors import ConfigError
+from edgekit.core.errors import ConfigError, QuantizeError
 from edgekit.tasks import make_task
 from edgekit.quantize.report import layer_rows, plot_sensitivity, render_markdown
 from edgekit.quantize.search import (Calibrator, Candidate, QuantSearchResult, ScoreStore, SearchPlan,
@@ -334,6 +334,45 @@ def test_search_is_scored_in_the_task_metric_not_the_cosine(tmp_path, monkeypatc
     with pytest.raises(ConfigError, match="exact_match points but the evaluation data is scored in top1"):
         quantize_to_budget(_model(tmp_path), samples, samples, QuantConfig(), SearchPlan(Budget.for_data(2.0, "exact_match")),
                            tmp_path / "work2", quantize=_fake_quantize(runs), evaluator=judge)
+
+
+def test_a_crashing_calibration_is_a_failed_row_and_the_search_goes_on(tmp_path, monkeypatch):
+    """PaddleSlim 2.6's avg sampler raised IndexError on PP-OCRv5 rec (a 0-d activation): one algorithm that
+    crashes is a failed candidate, the next one is tried and chosen; the report and the JSON show the failure."""
+    reference = np.array([[2.0, 1.0, 0.0], [0.0, 2.0, 1.0]])
+
+    class Runner:
+        def __init__(self, model):
+            pass
+
+        def run(self, inputs):
+            return [reference * 1.01]
+
+    runs: list = []
+    real = _fake_quantize(runs)
+
+    def quantize(model, samples, cfg, out_dir, skip=()):
+        if cfg.algo == "avg":
+            runs.append(("avg", tuple(skip)))
+            raise QuantizeError("PaddleSlim post-training quantisation (avg) failed: IndexError: tuple index out of range "
+                                "(in post_training_quantization.py:906 _sample_avg)", "try another algorithm")
+        return real(model, samples, cfg, out_dir, skip)
+
+    monkeypatch.setattr("edgekit.quantize.search.quantizable_layers", lambda model: ())
+    samples = Samples({"x": np.zeros((2, 4), np.float32)}, np.array([0, 1]))
+    judge = Evaluator([reference], EvalSet(samples, make_task("classification"), (0, 1)), Runner)
+    result = quantize_to_budget(_model(tmp_path), samples, samples, QuantConfig(), SearchPlan(TOP1, ("avg", "hist")),
+                                tmp_path / "work", quantize=quantize, evaluator=judge)
+    assert [(c.algo, c.failed) for c in result.candidates] == [("avg", True), ("hist", False)]
+    assert result.chosen.algo == "hist" and result.holds and runs[0] == ("avg", ())
+    text = "\n".join(result.lines())
+    assert "✗ algorithm avg: failed: PaddleSlim post-training quantisation (avg) failed: IndexError" in text
+    rows = result.to_json()["candidates"]
+    assert "_sample_avg" in rows[0]["error"] and "cosine" not in rows[0] and rows[1]["cosine"] > 0.99
+    assert "| 0 | algorithm | avg | — | failed: PaddleSlim" in render_markdown(result)
+    with pytest.raises(QuantizeError, match="every calibration algorithm failed: avg: PaddleSlim .*IndexError"):
+        quantize_to_budget(_model(tmp_path), samples, samples, QuantConfig(), SearchPlan(TOP1, ("avg",)),
+                           tmp_path / "work2", quantize=quantize, evaluator=judge)
 
 
 def test_score_store_round_trip(tmp_path):

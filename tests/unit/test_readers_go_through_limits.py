@@ -50,6 +50,7 @@ OWN_FILES = {
     "export/_x2paddle_child.py:main": "the parent's request",
     "export/paddle3.py:load_outputs": "outputs the Paddle 3 child wrote",
     "export/pir_translate.py:translate": "the graph and parameters the Paddle 3 child described",
+    "export/pir_translate.py:survey": "the graph and parameters the Paddle 3 child described",
     "lite/_opt_child.py:main": "the parent's request",
     "lite/_twin_child.py:main": "the parent's request (.npy data, no pickles)",
     "lite/icount.py:read_counts": "the counts edgekit's qemu plugin wrote",

@@ -159,9 +159,46 @@ def test_read_dictionary_from_text_and_onnx(tmp_path):
     onnx.save(model, str(tmp_path / "plain.onnx"))
     with pytest.raises(ConfigError, match="no `character` metadata"):
         read_dictionary(tmp_path / "plain.onnx")
-    (tmp_path / "bad.txt").write_text("ab\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match="not one character"):
+    (tmp_path / "bad.txt").write_text("a\n\nb\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="line 2 is '': empty"):
         read_dictionary(tmp_path / "bad.txt")
+
+
+FLAGS = ["\U0001F1E9\U0001F1EA", "\U0001F1EF\U0001F1F5"]            # 🇩🇪 🇯🇵: two code points each, one class
+FAMILY = "\U0001F468\u200D\U0001F469\u200D\U0001F467"                # a ZWJ sequence: five code points
+
+
+def test_ocr_rec_dictionary_tokens_of_several_code_points(tmp_path):
+    """PaddleOCR dictionaries are lists of tokens: PP-OCRv5's has flags (two code points) as classes."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    tokens = ["a", "\u3000"] + FLAGS + [FAMILY, "ff"]
+    (tmp_path / "dict.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    assert read_dictionary(tmp_path / "dict.txt") == tuple(tokens)
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    model = helper.make_model(graph)
+    helper.set_model_props(model, {"character": "\n".join(tokens)})     # the ONNX metadata route
+    onnx.save(model, str(tmp_path / "rec.onnx"))
+    assert read_dictionary(tmp_path / "rec.onnx") == tuple(tokens)
+    task = make_task("ocr_rec", {"dictionary": tokens})
+    assert make_task("ocr_rec", task.options()) == task
+    classes = len(tokens) + 2
+    path = [3, 3, 0, 4, 5, 0, 5, 1, 6, classes - 1, 2]               # flag, flag, family, family, a, ff, space, ideographic space
+    probs = np.full((1, len(path), classes), 0.01, np.float32)
+    probs[0, np.arange(len(path)), path] = 0.9
+    (text, confidence), = task.decode([probs])
+    assert text == FLAGS[0] + FLAGS[1] + FAMILY + FAMILY + "a" + "ff" + " " + "\u3000"
+    assert confidence == pytest.approx(0.9)
+    assert task.truth_from_json([FLAGS[1] + "a"]) == [FLAGS[1] + "a"]
+    assert task.evaluate([probs], [text])["exact_match"] == 100.0
+    with pytest.raises(DataError, match="lacks"):
+        task.truth_from_json(["b"])
+    for bad, why in (([""], "empty"), (["a", 7], "not a string"), (["a\nb"], "line break")):
+        with pytest.raises(ConfigError, match=why):
+            make_task("ocr_rec", {"dictionary": bad})
 
 
 # --- direction classifier and classification -----------------------------------------------------

@@ -82,13 +82,19 @@ const char* task_kind_name(TaskKind kind) {
   return "?";
 }
 
-bool is_single_character(const std::string& text) {
+bool is_token(const std::string& text) {
   if (text.empty()) return false;
-  const auto lead = static_cast<unsigned char>(text[0]);
-  std::size_t length = lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xe ? 3 : (lead >> 3) == 0x1e ? 4 : 0;
-  if (length == 0 || text.size() != length) return false;
-  for (std::size_t i = 1; i < length; ++i) {
-    if ((static_cast<unsigned char>(text[i]) & 0xc0) != 0x80) return false;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    if (lead == '\n' || lead == '\r') return false;  // dictionary files hold one token a line
+    const std::size_t length =
+        lead < 0x80 ? 1 : (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xe ? 3 : (lead >> 3) == 0x1e ? 4 : 0;
+    if (length == 0 || i + length > text.size()) return false;
+    for (std::size_t k = 1; k < length; ++k) {
+      if ((static_cast<unsigned char>(text[i + k]) & 0xc0) != 0x80) return false;
+    }
+    i += length;
   }
   return true;
 }
@@ -243,8 +249,8 @@ Postprocessor::Postprocessor(TaskSpec spec) : spec_(std::move(spec)) {
       const Json* dictionary = o.find("dictionary");
       if (dictionary == nullptr || !all_strings(*dictionary) || dictionary->size() == 0 ||
           !std::all_of(dictionary->items().begin(), dictionary->items().end(),
-                       [](const Json& c) { return is_single_character(c.as_string()); })) {
-        throw bad_option(kind, "needs option dictionary: a list of single characters (UTF-8)",
+                       [](const Json& c) { return is_token(c.as_string()); })) {
+        throw bad_option(kind, "needs option dictionary: a list of tokens (non-empty UTF-8 strings without line breaks)",
                          "rebuild the bundle: edgekit writes the dictionary into task.json as a list");
       }
       bool space = true;

@@ -123,8 +123,9 @@ class Postprocessor {
   int top_k_ = 1;
 };
 
-// One Unicode code point, valid UTF-8 (Python's len(c) == 1).
-bool is_single_character(const std::string& text);
+// A CTC dictionary token: non-empty valid UTF-8 without line breaks, of any number of code points (PP-OCRv5's
+// flags such as "\U0001F1E9\U0001F1EA" are one class). Python: edgekit.tasks.ocr.token_problem(c) is None.
+bool is_token(const std::string& text);
 // labels.txt as Python's read_labels: stripped lines, empty ones skipped.
 std::vector<std::string> read_labels(const std::string& path);
 
