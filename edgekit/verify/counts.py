@@ -105,12 +105,8 @@ def measure(emulator: Emulator, nb_file: Path, sample: Mapping[str, np.ndarray],
 
     plugin = icount.build_plugin(native_cache())
     names = list(profiles or profiles_for(emulator.abi))
-    digest = hashlib.sha256()
-    for name in sorted(sample):
-        array = np.ascontiguousarray(sample[name])
-        digest.update(name.encode() + str(array.dtype).encode() + str(array.shape).encode() + array.tobytes())
     key = hashlib.sha256(json.dumps({
-        "schema": SCHEMA, "nb": sha256_file(nb_file), "sample": digest.hexdigest(), "runtime": emulator.runtime.sha256,
+        "schema": SCHEMA, "nb": sha256_file(nb_file), "sample": sample_digest(sample), "runtime": emulator.runtime.sha256,
         "runner": emulator.build.key, "plugin": icount.plugin_key()[0], "profiles": names,
         "runs": [WARMUP, repeat]}, sort_keys=True).encode()).hexdigest()
     cached = cache_folder / f"{key}.counts.json" if cache_folder is not None else None
@@ -204,3 +200,12 @@ def measure_on_device(runtime, cpu: str, nb_file: Path, feeds: Mapping[str, Path
     found["input"] = "golden input 0"
     found["input_shapes"] = {name: list(array.shape) for name, array in sample.items()}
     return found
+
+
+def sample_digest(sample: Mapping[str, np.ndarray]) -> str:
+    """The sha256 of the arrays counted (names, dtypes, shapes, bytes): part of every count and profile cache key."""
+    digest = hashlib.sha256()
+    for name in sorted(sample):
+        array = np.ascontiguousarray(sample[name])
+        digest.update(name.encode() + str(array.dtype).encode() + str(array.shape).encode() + array.tobytes())
+    return digest.hexdigest()

@@ -29,6 +29,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from edgekit.core.errors import ConfigError, EmulationUnavailable, ToolError
+from edgekit.verify.counts import sample_digest
 
 SCHEMA = "edgekit.profile/1"
 SYMBOLS_ENV = "EDGEKIT_LITE_ARM_SYMBOLS"
@@ -416,12 +417,8 @@ def measure(emulator, nb_file: Path, sample: Mapping[str, np.ndarray], *, cpu: s
     from edgekit.lite import icount, native
 
     plugin = icount.build_plugin(native_cache())
-    digest = hashlib.sha256()
-    for name in sorted(sample):
-        array = np.ascontiguousarray(sample[name])
-        digest.update(name.encode() + str(array.dtype).encode() + str(array.shape).encode() + array.tobytes())
     key = hashlib.sha256(json.dumps({
-        "schema": SCHEMA, "nb": sha256_file(nb_file), "sample": digest.hexdigest(), "runtime": emulator.runtime.sha256,
+        "schema": SCHEMA, "nb": sha256_file(nb_file), "sample": sample_digest(sample), "runtime": emulator.runtime.sha256,
         "runner": emulator.build.key, "plugin": icount.plugin_key()[0], "cpu": cpu,
         "kinds": KINDS}, sort_keys=True).encode()).hexdigest()
     cached = cache_folder / f"{key}.profile.json" if cache_folder is not None else None
