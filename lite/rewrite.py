@@ -396,11 +396,12 @@ def _keep_even_rows(block, index: int, full, out_var, length: int, width: int) -
     if length % 2:
         head, last = var("head_rows", [-1, channels, 2 * pairs, width]), var("last_row", [-1, channels, 1, width])
         op("split", {"X": [full]}, {"Out": [head, last]}, {"axis": 2, "num": 0, "sections": [2 * pairs, 1]})
+    # the width stays free (-1, and halves by count): a line model runs at widths other than the program's
     viewed, xshape = var("row_pairs", [-1, channels, pairs, 2 * width]), var("row_pairs_xshape", [0, *full.shape])
-    op("reshape2", {"X": [head]}, {"Out": [viewed], "XShape": [xshape]}, {"shape": [0, 0, pairs, 2 * width]})
+    op("reshape2", {"X": [head]}, {"Out": [viewed], "XShape": [xshape]}, {"shape": [0, 0, pairs, -1]})
     even = var("even_rows", [-1, channels, pairs, width]) if last is not None else out_var
     op("split", {"X": [viewed]}, {"Out": [even, var("odd_rows", [-1, channels, pairs, width])]},
-       {"axis": 3, "num": 0, "sections": [width, width]})
+       {"axis": 3, "num": 2, "sections": []})
     if last is not None:
         op("concat", {"X": [even, last]}, {"Out": [out_var]}, {"axis": 2})
     return index
