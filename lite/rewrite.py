@@ -371,8 +371,10 @@ def _replace_uneven_depthwise(block, index: int, op) -> int:
     width = _stride1_length(block, op, 3)
     if axis == 2 and width < 2 ** 31 - 1 and 1 < length < 2 ** 31 - 1:
         return _keep_even_rows(block, last_index + 1, full, out_var, length, width)
+    # every second element to the end, whatever the size at run time (the slice clamps the end): a line model's width
+    # is not the program's
     block._insert_op(last_index + 1, type="strided_slice", inputs={"Input": [full]}, outputs={"Out": [out_var]},
-                     attrs={"axes": [axis], "starts": [0], "ends": [length], "strides": [2],
+                     attrs={"axes": [axis], "starts": [0], "ends": [2 ** 31 - 1], "strides": [2],
                             "infer_flags": [1], "decrease_axis": []})
     return last_index + 2
 

@@ -27,10 +27,10 @@ def tiny_conv():
 class UnevenDepthwise(paddle.nn.Layer):
     """A depthwise conv with strides (2, 1), as PP-OCR's backbones have, between two 1x1 convs."""
 
-    def __init__(self):
+    def __init__(self, stride=(2, 1)):
         super().__init__()
         self.expand = paddle.nn.Conv2D(3, 32, 1)
-        self.depthwise = paddle.nn.Conv2D(32, 32, 3, stride=(2, 1), padding=1, groups=32)
+        self.depthwise = paddle.nn.Conv2D(32, 32, 3, stride=stride, padding=1, groups=32)
         self.act = paddle.nn.Hardswish()
         self.project = paddle.nn.Conv2D(32, 16, 1)
 
@@ -38,10 +38,10 @@ class UnevenDepthwise(paddle.nn.Layer):
         return self.project(self.act(self.depthwise(self.expand(x))))
 
 
-def uneven_depthwise():
+def uneven_depthwise(stride=(2, 1)):
     paddle.disable_static()
     paddle.seed(5)
-    return UnevenDepthwise()
+    return UnevenDepthwise(stride)
 
 
 class LearnableAffine(paddle.nn.Layer):

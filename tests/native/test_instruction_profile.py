@@ -123,10 +123,12 @@ def test_one_element_constants_take_the_vectorised_per_channel_path(settings, tm
     assert found["rewritten"]["total"] < 0.4 * found["as exported"]["total"]
 
 
-def test_the_depthwise_rewrite_leaves_the_width_free(tmp_path):
+@pytest.mark.parametrize("stride", [(2, 1), (1, 2)])
+def test_the_depthwise_rewrite_leaves_the_width_free(tmp_path, stride):
     """A line model (width_mode dynamic) runs at widths other than the one its program declares, and Lite does not
-    check shapes: the rewrite's row split must take the width from the tensor (reshape -1, split in two halves),
-    never from the program (the 320 baked in made a PP-OCRv4 rec .nb fail at width 1280 under qemu)."""
+    check shapes: the rewrite must take the width from the tensor (the row split: reshape -1, split in two halves; the
+    column slice: an end past any width), never from the program (the 320 baked in made a PP-OCRv4 rec .nb give 40
+    time steps at width 1280 under qemu, test_long_lines)."""
     import numpy as np
 
     from edgekit.contracts.settings import InputSpec
@@ -136,12 +138,15 @@ def test_the_depthwise_rewrite_leaves_the_width_free(tmp_path):
     from native_models import uneven_depthwise
 
     samples = {"x": np.random.default_rng(0).standard_normal((2, 3, 48, 64)).astype(np.float32)}
-    static = export_layer(uneven_depthwise(), [InputSpec("x", (-1, 3, 48, 64), "float32")], tmp_path / "export",
+    static = export_layer(uneven_depthwise(stride), [InputSpec("x", (-1, 3, 48, 64), "float32")], tmp_path / "export",
                           samples, "uneven depthwise")
     safe, rewrites = lite_safe(static, tmp_path / "safe", samples, x86=False)
     assert any(r["rewrite"].startswith("depthwise") for r in rewrites)
     ops = prog.parse_program(safe.model_file).global_block().ops
     views = [op for op in ops if op.type == "reshape2" and "edgekit_row_pairs" in op.output("Out")[0]]
     halves = [op for op in ops if op.type == "split" and any("edgekit_odd_rows" in o for o in op.output("Out"))]
-    assert views and all(list(op.attr("shape"))[-1] == -1 for op in views)
-    assert halves and all(op.attr("num") == 2 and not list(op.attr("sections")) for op in halves)
+    slices = [op for op in ops if op.type == "strided_slice" and "edgekit_stride1" in op.input("Input")[0]]
+    assert views or slices
+    assert all(list(op.attr("shape"))[-1] == -1 for op in views)
+    assert all(op.attr("num") == 2 and not list(op.attr("sections")) for op in halves)
+    assert all(list(op.attr("ends")) == [2 ** 31 - 1] for op in slices)
