@@ -9,8 +9,8 @@ Written to a staging folder and renamed into place, like a bundle.
 
 from __future__ import annotations
 
-from dataclasses import replace
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from edgekit.contracts import files as contracts
