@@ -74,6 +74,21 @@ std::string shapes_text(const std::vector<const Array*>& outputs) {
 
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
+// One box edge from its DFL bins: the softmax-weighted mean of reg_max + 1 bins `step` values apart (reg_max 0: the
+// value itself), in stride units.
+float dfl_side(const float* bin, int reg_max, std::int64_t step) {
+  if (reg_max == 0) return bin[0];
+  float top = bin[0];
+  for (int j = 1; j <= reg_max; ++j) top = std::max(top, bin[j * step]);
+  float sum = 0, weighted = 0;
+  for (int j = 0; j <= reg_max; ++j) {
+    const float e = std::exp(bin[j * step] - top);
+    sum += e;
+    weighted += e * static_cast<float>(j);
+  }
+  return weighted / sum;
+}
+
 // All anchors of one image: boxes (4 floats each) and scores (classes each), as Python's candidates().
 struct Anchors {
   std::vector<float> boxes, scores;
@@ -151,23 +166,8 @@ std::vector<Anchors> flat_anchors(const std::vector<const Array*>& outputs, cons
       const float stride = static_cast<float>(o.strides[i]);
       for (std::int64_t cell = 0; cell < cells; ++cell) {
         float sides[4];
-        for (int k = 0; k < 4; ++k) {
-          const float* bin = reg + cell * bins + static_cast<std::int64_t>(k) * (o.reg_max + 1);
-          if (o.reg_max == 0) {
-            sides[k] = bin[0];
-          } else {
-            float top = bin[0];
-            for (int j = 1; j <= o.reg_max; ++j) top = std::max(top, bin[j]);
-            float sum = 0, weighted = 0;
-            for (int j = 0; j <= o.reg_max; ++j) {
-              const float e = std::exp(bin[j] - top);
-              sum += e;
-              weighted += e * static_cast<float>(j);
-            }
-            sides[k] = weighted / sum;
-          }
-          sides[k] *= stride;
-        }
+        for (int k = 0; k < 4; ++k)
+          sides[k] = dfl_side(reg + cell * bins + static_cast<std::int64_t>(k) * (o.reg_max + 1), o.reg_max, 1) * stride;
         const float cx = (static_cast<float>(cell % w) + offset) * stride;
         const float cy = (static_cast<float>(cell / w) + offset) * stride;
         a.boxes.insert(a.boxes.end(), {cx - sides[0], cy - sides[1], cx + sides[2], cy + sides[3]});
@@ -263,23 +263,9 @@ std::vector<Anchors> anchors(const std::vector<const Array*>& outputs, const Det
       const float stride = static_cast<float>(o.strides[i]);
       for (std::int64_t cell = 0; cell < cells; ++cell) {
         float sides[4];
-        for (int k = 0; k < 4; ++k) {
-          if (o.reg_max == 0) {
-            sides[k] = reg[k * cells + cell];
-          } else {
-            const float* bin = reg + static_cast<std::int64_t>(k) * (o.reg_max + 1) * cells + cell;
-            float top = bin[0];
-            for (int j = 1; j <= o.reg_max; ++j) top = std::max(top, bin[j * cells]);
-            float sum = 0, weighted = 0;
-            for (int j = 0; j <= o.reg_max; ++j) {
-              const float e = std::exp(bin[j * cells] - top);
-              sum += e;
-              weighted += e * static_cast<float>(j);
-            }
-            sides[k] = weighted / sum;
-          }
-          sides[k] *= stride;
-        }
+        for (int k = 0; k < 4; ++k)
+          sides[k] = dfl_side(reg + static_cast<std::int64_t>(k) * (o.reg_max + 1) * cells + cell, o.reg_max, cells) *
+                     stride;
         const float cx = (static_cast<float>(cell % w) + offset) * stride;
         const float cy = (static_cast<float>(cell / w) + offset) * stride;
         a.boxes.insert(a.boxes.end(), {cx - sides[0], cy - sides[1], cx + sides[2], cy + sides[3]});
