@@ -102,6 +102,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--work", type=Path, default=None, help="folder for data, models and bundles (default: temp)")
     parser.add_argument("--docs", type=Path, default=None, help="write the table into this Markdown file")
     parser.add_argument("--precisions", nargs="*", default=["fp32", "int8"])
+    parser.add_argument("--timeout", type=float, default=5400.0, help="seconds one build may take (default 5400)")
     args = parser.parse_args(argv)
     models = [m for m in zoo.MODELS if not args.lean or m.name in zoo.LEAN]
     if args.only is not None:        # in the order given
@@ -114,7 +115,7 @@ def main(argv: list[str]) -> int:
         rows = []
         for model in models:
             started = time.perf_counter()
-            row = zoo.run_model(model, data, work, emulation, tuple(args.precisions),
+            row = zoo.run_model(model, data, work, emulation, tuple(args.precisions), timeout=args.timeout,
                                 samples=max(counts.det[0], counts.rec[0], counts.layout[0]),
                                 emulated=2 if args.lean or args.few else 8)
             row["wall_s"] = round(time.perf_counter() - started, 1)

@@ -348,7 +348,7 @@ def _prune(m: dict, out_dir: Path):
 
 def _typed(f, value: Any, section: str) -> Any:
     """Coerce a [quantize]/[parity] value to its field's type, or say which key is wrong."""
-    kind = {"int": int, "float": float, "bool": bool, "str": str}.get(str(f.type))
+    kind = {"int": int, "float": float, "bool": bool, "str": str}.get(str(f.type).removesuffix(" | None"))
     if kind is None:
         return value
     if kind is bool:

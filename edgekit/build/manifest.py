@@ -12,6 +12,7 @@ from edgekit.model.artifacts import LiteModel, sha256_file
 from edgekit.build.record import BuildRecord
 from edgekit.model.reports import Emulation, Folding, Geometry, Golden, NmsDecision, OnnxImport, Paddle3
 from edgekit.core.tables import TARGETS, Precision
+from edgekit.verify import tiers
 
 
 def factory_source(factory: str) -> dict:
@@ -60,7 +61,7 @@ def build_manifest(rec: BuildRecord) -> dict:
         "paddle3": _json(rec.paddle3),
         "folding": _folding(rec.folding),
         "versions": dict(tool_versions, opt=device.opt_version, edgekit_source=versions.source_revision()),
-        "config": cfg.to_json(),
+        "config": _config(rec),
         "commands": [{"equivalent": list(lm.argv), "ran": list(lm.process_argv), "inputs_sha256": lm.inputs_sha256,
                       "seconds": round(lm.seconds, 3), "output": _relative(lm, device)} for lm in (device, twin)],
         "stages_seconds": dict(rec.timings),
@@ -81,6 +82,15 @@ def build_manifest(rec: BuildRecord) -> dict:
     if rec.pruned is not None:
         manifest["pruning"] = dict(rec.pruned.report.to_json(), seconds=rec.pruned.seconds)
     return manifest
+
+
+def _config(rec: BuildRecord) -> dict:
+    """The settings as resolved: the twin gate the tiers applied (the task's when [parity] gave none), so that the
+    bundle's parity re-check and a rebuild from this config apply the same."""
+    config = rec.cfg.to_json()
+    task = rec.evaluation.task if rec.evaluation is not None else None
+    config["gates"]["twin_max_abs"] = tiers.twin_tolerance(rec.cfg.gates, task).max_abs
+    return config
 
 
 def _relative(lm: LiteModel, device: LiteModel) -> str:

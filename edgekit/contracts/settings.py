@@ -99,7 +99,7 @@ class QuantConfig:
 
 @dataclass(frozen=True)
 class ParityGates:
-    twin_max_abs: float = 1e-4            # x86 twin vs reference, per output
+    twin_max_abs: float | None = None     # x86 twin vs reference, per output; None: the task's (Task.twin_max_abs)
     twin_min_cosine: float = 0.99999
     import_max_abs: float = IMPORT_MAX_ABS      # X2Paddle's model vs ONNX Runtime: max abs / the output's largest |value| (export/import_gate.py)
     import_min_cosine: float = IMPORT_MIN_COSINE

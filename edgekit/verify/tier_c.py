@@ -70,7 +70,7 @@ def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, Emulation]:
     stats = parity.compare(*tiers.comparable(rec.static, reference, outputs), rec.static.fetches)
     metrics = {engine: subset.evaluate(outputs)} if subset.has_truth else None
     if cfg.precision is Precision.fp32:
-        checks = tiers.twin_tolerance(cfg.gates).checks("C", subject, stats)
+        checks = tiers.twin_tolerance(cfg.gates, evaluation.task).checks("C", subject, stats)
     else:
         primary = subset.primary
         checks = tiers.precision_budget(cfg, evaluation).checks(

@@ -21,6 +21,7 @@ from edgekit.contracts.settings import BuildConfig, ParityGates
 from edgekit.model.evalset import EvalSet
 from edgekit.model.reports import Emulation
 from edgekit.core.tables import Precision
+from edgekit.tasks.base import Task
 
 
 def comparable(static: StaticModel, reference: Sequence[np.ndarray], test: Sequence[np.ndarray]) -> tuple:
@@ -49,8 +50,11 @@ def pick(static: StaticModel, outputs: Sequence[np.ndarray], picks) -> list[np.n
     return [o[picks] for o in outputs]
 
 
-def twin_tolerance(gates: ParityGates) -> parity.Tolerance:
-    return parity.Tolerance(gates.twin_max_abs, gates.twin_min_cosine)
+def twin_tolerance(gates: ParityGates, task: Task | None) -> parity.Tolerance:
+    """The FP32 gate of the x86 twin and of tier C: [parity] twin_max_abs when given, else the task's (a recogniser's
+    softmax over thousands of tokens carries more float error than a classifier's logits), else 1e-4."""
+    max_abs = gates.twin_max_abs if gates.twin_max_abs is not None else (task or Task).twin_max_abs
+    return parity.Tolerance(max_abs, gates.twin_min_cosine)
 
 
 def precision_budget(cfg: BuildConfig, evaluation: EvalSet) -> parity.Budget:
@@ -123,7 +127,7 @@ def tier_a(report: parity.ParityReport, static: StaticModel, evaluation: EvalSet
     subject = "x86 twin .nb vs reference"
     stats = parity.compare(*comparable(static, reference, twin), static.fetches)
     metrics = {"x86 twin .nb": evaluation.evaluate(twin)} if evaluation.has_truth else None
-    return report.extended(checks=twin_tolerance(gates).checks("A", subject, stats), tier="A", stats=stats, metrics=metrics)
+    return report.extended(checks=twin_tolerance(gates, evaluation.task).checks("A", subject, stats), tier="A", stats=stats, metrics=metrics)
 
 
 WIDE_SAMPLES = 2            # evaluation samples re-run at max_width for a dynamic-width spec
@@ -172,7 +176,7 @@ def tier_a_wide(report: parity.ParityReport, static: StaticModel, twin_nb, evalu
                           ) from None
     twin = LiteRunner(twin_nb, list(feeds)).run(feeds)
     stats = parity.compare(*comparable(static, reference, twin), static.fetches)
-    return report.extended(checks=twin_tolerance(gates).checks("A", f"x86 twin .nb vs reference at width {spec.max_width}",
+    return report.extended(checks=twin_tolerance(gates, evaluation.task).checks("A", f"x86 twin .nb vs reference at width {spec.max_width}",
                                                                stats))
 
 
