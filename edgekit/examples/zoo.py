@@ -193,7 +193,7 @@ class Counts:
     layout: tuple[int, int] = (32, 32)
 
 
-LEAN_COUNTS = Counts(det=(4, 8), rec=(16, 16), cls=(8, 16), layout=(6, 8))   # INT8 calibrates on >= 16 (a batch)
+LEAN_COUNTS = Counts(det=(4, 16), rec=(16, 16), cls=(8, 16), layout=(6, 8))   # INT8 calibrates on >= 16 (a batch; layout: one page a run)
 
 
 def make_data(out: Path, counts: Counts) -> dict[str, tuple[Path, Path]]:
