@@ -550,8 +550,9 @@ def measure(emulator, nb_file: Path, sample: Mapping[str, np.ndarray], *, cpu: s
     return dict(found, cached=False)
 
 
-def table(found: Mapping, *, top: int = TOP_FUNCTIONS) -> list[str]:
-    """The profile as text: op kinds, INT8 vs float, then the top functions (the rest summed in one row)."""
+def table(found: Mapping, *, top: int = TOP_FUNCTIONS, top_ops: int = TOP_OPS) -> list[str]:
+    """The profile as text: op kinds, INT8 vs float, the top functions (the rest summed in one row), then the
+    largest ops of the program (op_table)."""
     total = found["total"]
     head = (f"profile of {found.get('model', '?')} {found.get('precision', '')} on the {found['cpu_profile']} path "
             f"({found.get('kernel_path') or '?'} INT8 kernels): {total:,} instructions per inference")
@@ -581,7 +582,7 @@ def table(found: Mapping, *, top: int = TOP_FUNCTIONS) -> list[str]:
         n = sum(r["total"] for r in rest)
         lines.append(f"{f'({len(rest)} more functions)':<64} {'':<11} {n:>13,} {n / total if total else 0:>7.2%}")
     if found.get("per_op"):
-        lines += [""] + op_table(found["per_op"], total)
+        lines += [""] + op_table(found["per_op"], total, top=top_ops)
     return lines
 
 
@@ -649,5 +650,5 @@ def compare_table(result: Mapping, *, top: int = 15) -> list[str]:
     lines.append(f"{'INT8 conversions':<34} " + " ".join(
         f"{p['int8_adds']['total']:,} ({p['int8_adds']['share']:.1%})".rjust(width) for p in profiles))
     for p in profiles:
-        lines += [""] + table(p, top=top)
+        lines += [""] + table(p, top=top, top_ops=top)
     return lines

@@ -178,7 +178,10 @@ def test_each_op_run_is_named_after_the_programs_op_and_the_rows_add_up():
     assert found["ops"][1]["by_precision"]["runtime"] == 14             # memcpy
     assert found["tail"]["total"] == 1
     lines = profile.op_table(found, 36)
-    assert "conv2d" in lines[2] and lines[-1].split()[1] == "36"
+    assert "conv2d" in lines[2] and "INT8" not in lines[2] and lines[-1].split()[1] == "36"
+    shortened = profile.op_table(found, 36, top=1)             # the largest op, the rest in one row
+    assert len(shortened) == 6 and "conv2d" in shortened[2] and "(1 more ops)" in shortened[3]
+    assert shortened[3].split()[3:5] == ["15", "41.67%"] and shortened[-1].split()[1] == "36"
 
     fewer = profile.per_op(with_ops, MAPS, program[:2], {}, {}, total=36)     # 2 ops ran, the program has 1
     assert not fewer["named"] and [r["type"] for r in fewer["ops"]] == [None, None]
