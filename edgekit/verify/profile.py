@@ -425,8 +425,11 @@ def per_op(profile, maps: Sequence[Mapping_], ops: Sequence, names: Mapping[str,
     running = [op for op in ops if op.runs]
     named = split.ops == len(running)
     rows, tail = [], None
+    by_segment: dict[int, list[tuple[int, str, int]]] = {}
+    for segment, block, runs in split.runs:
+        by_segment.setdefault(segment, []).append((profile.blocks[block][0], profile.blocks[block][1], runs))
     for segment in range(split.ops + 1):
-        functions = attribute(split.blocks_of(segment, profile.blocks), maps, None)
+        functions = attribute(by_segment.get(segment, ()), maps, None)
         summary = summarize(functions, names, signatures)
         row = {"total": summary["total"], "share": summary["total"] / total if total else 0.0,
                "by_precision": {p: summary["by_precision"][p]["total"] for p in PRECISIONS},
