@@ -269,7 +269,8 @@ def inspect(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of text."),
     profile: bool = typer.Option(False, "--profile", help="Profile one inference of an arm64 bundle's model.nb (golden "
                                  "input 0) under qemu: instructions per op kind and per kernel function, INT8 vs float, "
-                                 "the conversions INT8 adds (docs/costs.md). Runs Lite's unstripped build: "
+                                 "the conversions INT8 adds, and per op of the .nb's program (docs/costs.md). Runs "
+                                 "Lite's unstripped build: "
                                  "EDGEKIT_LITE_ARM_SYMBOLS, else symbols/ inside the runtime folder."),
     lite_arm: LiteArmOpt = None,
     cpu: CpuOpt = None,
@@ -311,7 +312,8 @@ def bench(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of the table."),
     profile: bool = typer.Option(False, "--profile", help="Profile each arm64 bundle under qemu instead (golden input "
                                  "0, on the --cpu path, or on every INT8 kernel path: default and a55): instructions "
-                                 "per op kind side by side, then each bundle's top kernel functions (docs/costs.md)."),
+                                 "per op kind side by side, then each bundle's top kernel functions and its largest ops of "
+                                 "the program (docs/costs.md)."),
     lite_arm: LiteArmOpt = None,
     cpu: CpuOpt = None,
     timeout: float = typer.Option(3600.0, "--timeout", help="Seconds each profiled run may take (--profile)."),

@@ -58,9 +58,24 @@ class BlockProfile:
 
     region: int
     blocks: tuple[tuple[int, str, int], ...]
+    ops: "OpSegments | None" = None          # with op boundaries (run_runner(..., op_boundaries=...))
 
     def total(self) -> int:
         return sum(len(classes) * runs for _, classes, runs in self.blocks)
+
+
+@dataclass(frozen=True)
+class OpSegments:
+    """The profiled region split at the returns of Lite's outermost KernelBase::Launch calls (native/plugin/
+    segments.h): segment k (k < ops) is the k-th op the runtime program ran, from the end of the previous op's kernel
+    to the end of its own; segment `ops` is the region's tail. `runs`: (segment, block index in BlockProfile.blocks,
+    executions), whose executions add up, block by block, to the block's."""
+
+    ops: int                                  # outermost Launches that returned inside the region
+    runs: tuple[tuple[int, int, int], ...]
+
+    def blocks_of(self, segment: int, blocks: tuple[tuple[int, str, int], ...]) -> list[tuple[int, str, int]]:
+        return [(blocks[b][0], blocks[b][1], n) for s, b, n in self.runs if s == segment]
 
 
 def parse_counts(data: object, record: Mapping) -> InstructionCounts:
@@ -109,7 +124,7 @@ def _parse_profile(found: object, regions: tuple[dict, ...], bad) -> BlockProfil
                 or not isinstance(entry[1], str) or not entry[1] or set(entry[1]) - set(PROFILE_CLASSES)):
             raise bad(f"a profile block is malformed: {str(entry)[:80]}")
         blocks.append((entry[0], entry[1], entry[2]))
-    profile = BlockProfile(region, tuple(blocks))
+    profile = BlockProfile(region, tuple(blocks), _parse_ops(found.get("ops"), blocks, bad) if "ops" in found else None)
     want = regions[region]
     sums = dict.fromkeys(FIELDS, 0)
     for _, classes, runs in profile.blocks:
@@ -121,6 +136,32 @@ def _parse_profile(found: object, regions: tuple[dict, ...], bad) -> BlockProfil
         raise bad(f"the profile's blocks add up to {sums['total']:,} instructions, region {region} counted "
                   f"{want['total']:,} (classes {sums} vs {want})")
     return profile
+
+
+def _parse_ops(found: object, blocks: list, bad) -> OpSegments:
+    """The plugin's op segments, refused unless every Launch returned and each block's executions are split whole."""
+    if not isinstance(found, dict) or not isinstance(found.get("runs"), list):
+        raise bad("the op split has no run list")
+    for field in ("segments", "entered", "open", "unmatched_exits", "lost"):
+        if type(found.get(field)) is not int or found[field] < 0:
+            raise bad(f"the op split lacks {field}")
+    if found["lost"]:
+        raise bad(f"the plugin could not record {found['lost']} op segment entries (out of memory?)")
+    if found["open"] or found["unmatched_exits"] or found["entered"] != found["segments"] - 1:
+        raise bad(f"Lite's kernel launches did not pair up inside the region ({found['entered']} entered, "
+                  f"{found['segments'] - 1} returned, {found['open']} open, {found['unmatched_exits']} unmatched "
+                  f"returns): wrong op_enter/op_exit addresses?")
+    runs, per_block = [], [0] * len(blocks)
+    for entry in found["runs"]:
+        if (not isinstance(entry, list) or len(entry) != 3 or not all(type(v) is int for v in entry)
+                or not 0 <= entry[0] < found["segments"] or not 0 <= entry[1] < len(blocks) or entry[2] <= 0):
+            raise bad(f"an op segment entry is malformed: {str(entry)[:80]}")
+        runs.append((entry[0], entry[1], entry[2]))
+        per_block[entry[1]] += entry[2]
+    if per_block != [b[2] for b in blocks]:
+        wrong = next(i for i, (n, b) in enumerate(zip(per_block, blocks)) if n != b[2])
+        raise bad(f"the op segments split block {wrong} into {per_block[wrong]:,} executions, it ran {blocks[wrong][2]:,}")
+    return OpSegments(found["segments"] - 1, tuple(runs))
 
 
 def plugin_key() -> tuple[str, dict]:

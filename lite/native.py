@@ -304,11 +304,13 @@ def run_runner(build: NativeBuild, runtime: LiteRuntime, nb_file: Path, feeds: M
                expect: Sequence[InputSpecLike] = (), threads: int = 1, batch: int = 1, warmup: int = 0,
                repeat: int = 0, power_mode: str = "no_bind", cpu_profile: str | CpuProfile = "default", timeout: float = 600,
                workdir: Path | None = None, icount_plugin: Path | None = None, rows: bool = False,
-               profile_region: int | None = None) -> RunnerResult:
+               profile_region: int | None = None, op_boundaries: tuple[int, Sequence[int]] | None = None) -> RunnerResult:
     """Run `nb_file` on `feeds` (name -> array, samples first) under emulation; outputs in output order.
 
     `profile_region`: with `icount_plugin`, the plugin also profiles that region (0 = the first inference) block by
-    block (lite/icount.py BlockProfile; the record's `code_maps` say where each library was loaded).
+    block (lite/icount.py BlockProfile; the record's `code_maps` say where each library was loaded). `op_boundaries`:
+    (guest address of Lite's KernelBase::Launch, the return points of its call sites): the profile is also split by
+    op of the runtime program (BlockProfile.ops).
 
     `rows`: the model ends in NMS rows + a per-sample count (the runner's --rows): the rows of all samples come
     back concatenated, the count output splits them.
@@ -332,6 +334,9 @@ def run_runner(build: NativeBuild, runtime: LiteRuntime, nb_file: Path, feeds: M
                 raise ConfigError(f"qemu cannot load a plugin or write its file on a path with a comma ({icount_plugin}, "
                                   f"{work})", "use cache and working folders without commas")
             profiled = f",profile={int(profile_region)}" if profile_region is not None else ""
+            if op_boundaries is not None and profile_region is not None:
+                enter, exits = op_boundaries
+                profiled += f",op_enter={int(enter):#x}" + "".join(f",op_exit={int(a):#x}" for a in exits)
             prefix[1:1] = ["-plugin", f"{icount_plugin},out={work / 'icount.json'}{profiled}"]
             prefix[0] = shutil.which(prefix[0]) or prefix[0]    # run with an empty environment (lite/icount.py)
         argv = prefix + [

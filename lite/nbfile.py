@@ -107,3 +107,108 @@ def kernels(path: Path) -> list[Kernel]:
         found.append(Kernel(op.decode(), alias.decode(), TARGET_NAMES.get(int(target), f"target{int(target)}"),
                             PRECISION_NAMES.get(int(precision), f"precision{int(precision)}")))
     return found
+
+
+# The program is a flatbuffers ProgramDesc (Lite's lite/model_parser/flatbuffers/framework.fbs): field numbers of
+# the tables read here. ProgramDesc.blocks 0; BlockDesc.ops 3; OpDesc.type 0, inputs 1, outputs 2, attrs 3;
+# OpDesc_.Var.parameter 0, arguments 1; OpDesc_.Attr.name 0, s 4.
+KERNEL_ATTR = "__@kernel_type_attr@__"
+
+
+@dataclass(frozen=True)
+class ProgramOp:
+    """One op of the program's main block, in the order Lite's RuntimeProgram runs them."""
+
+    index: int                                    # position in block 0 (Lite's `idx`, feed and fetch included)
+    type: str
+    inputs: tuple[tuple[str, tuple[str, ...]], ...]   # (parameter, variable names)
+    outputs: tuple[tuple[str, tuple[str, ...]], ...]
+    kernel: str | None                            # opt's op/alias/target/precision/layout, when stored
+
+    @property
+    def output(self) -> str:
+        """The main output variable: `Out`/`Output`/`Y` when present, else the first one named."""
+        named = dict(self.outputs)
+        for key in ("Out", "Output", "Y"):
+            if named.get(key):
+                return named[key][0]
+        return next((names[0] for _, names in self.outputs if names), "")
+
+    @property
+    def runs(self) -> bool:
+        """Lite's RuntimeProgram::Run skips feed and fetch (Instruction::is_feed_fetch_op)."""
+        return self.type not in ("feed", "fetch")
+
+
+class _Flat:
+    """Bounds-checked reads of a flatbuffers buffer (tables, vectors, strings); ValueError on anything out of range."""
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def u(self, fmt: str, at: int) -> int:
+        if at < 0 or at + struct.calcsize(fmt) > len(self.data):
+            raise ValueError(f"offset {at} outside the program ({len(self.data)} bytes)")
+        return struct.unpack_from(fmt, self.data, at)[0]
+
+    def field(self, table: int, number: int) -> int | None:
+        """Where field `number` of the table at `table` is stored, or None when absent."""
+        vtable = table - self.u("<i", table)
+        size = self.u("<H", vtable)
+        slot = 4 + 2 * number
+        if slot + 2 > size:
+            return None
+        offset = self.u("<H", vtable + slot)
+        return table + offset if offset else None
+
+    def ref(self, table: int, number: int) -> int | None:
+        at = self.field(table, number)
+        return None if at is None else at + self.u("<I", at)
+
+    def vector(self, table: int, number: int) -> list[int]:
+        """Positions of the tables (or strings) a vector-of-references field points at."""
+        at = self.ref(table, number)
+        if at is None:
+            return []
+        count = self.u("<I", at)
+        if count > len(self.data) // 4:
+            raise ValueError(f"a vector of {count} entries in a {len(self.data)}-byte program")
+        return [at + 4 + 4 * i + self.u("<I", at + 4 + 4 * i) for i in range(count)]
+
+    def string(self, at: int | None) -> str:
+        if at is None:
+            return ""
+        length = self.u("<I", at)
+        if at + 4 + length > len(self.data):
+            raise ValueError(f"a string of {length} bytes runs past the program")
+        return self.data[at + 4:at + 4 + length].decode("utf-8", "replace")
+
+
+def program_ops(path: Path) -> list[ProgramOp]:
+    """The ops of the program's main block (block 0) in program order, which is the order Lite's RuntimeProgram
+    creates its instructions in and runs them (lite/core/program.cc)."""
+    header = read_header(path)
+    with path.open("rb") as handle:
+        handle.seek(HEADER.size)
+        program = handle.read(header.program_bytes)
+    flat = _Flat(program)
+    try:
+        blocks = flat.vector(flat.u("<I", 0), 0)
+        if not blocks:
+            raise ValueError("the program has no block")
+        found = []
+        for index, op in enumerate(flat.vector(blocks[0], 3)):
+            slots = []
+            for number in (1, 2):
+                slots.append(tuple((flat.string(flat.ref(var, 0)),
+                                    tuple(flat.string(s) for s in flat.vector(var, 1)))
+                                   for var in flat.vector(op, number)))
+            kernel = None
+            for attr in flat.vector(op, 3):
+                if flat.string(flat.ref(attr, 0)) == KERNEL_ATTR:
+                    kernel = flat.string(flat.ref(attr, 4)) or None
+            found.append(ProgramOp(index, flat.string(flat.ref(op, 0)), slots[0], slots[1], kernel))
+    except ValueError as exc:
+        raise InputModelError(f"{path}: its program cannot be read as Lite's flatbuffers ProgramDesc ({exc})",
+                              "rebuild it with edgekit build (opt v2.13)") from None
+    return found

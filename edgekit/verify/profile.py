@@ -8,6 +8,12 @@ shipped library is stripped, so the profile runs the unstripped build of the sam
 runtime: `symbols_runtime`); its layout differs, its counts barely (docs/costs.md). The profile's rows add up to the
 region's counted total exactly (`attribute` refuses otherwise), and the same bundle gives the same profile on every
 run: the plugin's counts are deterministic and the attribution is pure.
+
+Per op: Lite's RuntimeProgram::Run runs the main block's ops in program order (feed and fetch skipped), each through
+KernelBase::Launch(). The plugin is given Launch's entry and the return points of its call sites (`launch_points`,
+at the load address a first run finds) and splits the profile at each return of an outermost Launch; op k of the
+split is the k-th op of the `.nb`'s program that runs (lite/nbfile.program_ops), from the end of the previous op's
+kernel (Lite's loop step, the op's InferShape) to the end of its own.
 """
 
 from __future__ import annotations
@@ -31,10 +37,13 @@ import numpy as np
 from edgekit.core.errors import ConfigError, EmulationUnavailable, ToolError
 from edgekit.verify.counts import sample_digest
 
-SCHEMA = "edgekit.profile/1"
+SCHEMA = "edgekit.profile/2"
 SYMBOLS_ENV = "EDGEKIT_LITE_ARM_SYMBOLS"
 LITE_LIBRARY = "libpaddle_light_api_shared.so"
 TOP_FUNCTIONS = 25        # the text table's function rows; the rest is one row, so the rows still add up
+TOP_OPS = 60              # the text table's op rows (the largest, in program order); the rest is one row
+OP_FUNCTIONS = 3          # functions listed per op
+LAUNCH = "_ZN6paddle4lite10KernelBase6LaunchEv"   # paddle::lite::KernelBase::Launch(): one call per op run
 
 # op kinds, first match wins, on "library:function" (demangled, without parameters). Lite's kernels are named by
 # precision (`..._int8`, `<signed char>`, sdot), so the INT8 rows come before the float ones they would also match.
@@ -300,7 +309,7 @@ def load_maps(code_maps: Iterable[Mapping], resolved: Mapping[str, int] | None =
     return sorted(out, key=lambda m: m.start)
 
 
-def attribute(blocks: Iterable[tuple[int, str, int]], maps: Sequence[Mapping_], total: int) -> dict:
+def attribute(blocks: Iterable[tuple[int, str, int]], maps: Sequence[Mapping_], total: int | None) -> dict:
     """Instructions per (library, mangled function): {"total", "simd_fp", "load_store", "branch", "other",
     "dot_product"}; addresses outside every mapping or symbol go to "(no symbol)" of their library. Refuses a profile
     whose attributed instructions do not add up to `total` (the region's count)."""
@@ -333,7 +342,7 @@ def attribute(blocks: Iterable[tuple[int, str, int]], maps: Sequence[Mapping_], 
         counts["total"] = counts["simd_fp"] + counts["load_store"] + counts["branch"] + counts["other"]
         found[key] = counts
     attributed = sum(c["total"] for c in found.values())
-    if attributed != total:
+    if total is not None and attributed != total:
         raise ToolError(f"the profile attributes {attributed:,} instructions, the region counted {total:,}",
                         "rebuild native/ and its plugin (stale build?)")
     return found
@@ -377,6 +386,67 @@ def summarize(functions: Mapping[tuple[str, str], Mapping[str, int]], names: Map
                           "share": by_precision["conversion"] / total if total else 0.0}}
 
 
+def launch_points(path: Path, symbols: Symbols | None = None) -> tuple[int, tuple[int, ...]]:
+    """File addresses of KernelBase::Launch's entry and of the instruction after each `bl` to it (where each call
+    returns), found by decoding every word of the library's executable segments as a branch. A `b` to Launch (a tail
+    call) would return past the points, so it is refused."""
+    symbols = symbols or read_symbols(path)
+    entries = [start for start, name in zip(symbols.starts, symbols.names) if name == LAUNCH]
+    if len(entries) != 1:
+        raise ToolError(f"{Path(path).name} has {len(entries)} symbols {LAUNCH} (KernelBase::Launch)",
+                        "profile per op with Lite's unstripped v2.13 library (EDGEKIT_LITE_ARM_SYMBOLS)")
+    entry = entries[0]
+    data = Path(path).read_bytes()
+    returns, tail_calls = [], 0
+    for p_offset, p_vaddr, p_filesz, p_flags in symbols.segments:
+        if not p_flags & 1:                                        # PF_X
+            continue
+        words = np.frombuffer(data, dtype="<u4", count=p_filesz // 4, offset=p_offset)
+        opcode = words >> 26
+        offset = (words & 0x03FFFFFF).astype(np.int64)
+        offset = np.where(offset & 0x02000000, offset - (1 << 26), offset) * 4
+        at = p_vaddr + 4 * np.arange(len(words), dtype=np.int64)
+        hits = at + offset == entry
+        returns += [int(a) + 4 for a in at[hits & (opcode == 0x25)]]   # BL
+        tail_calls += int(np.count_nonzero(hits & (opcode == 0x05)))  # B
+    if tail_calls or not returns:
+        raise ToolError(f"{Path(path).name}: KernelBase::Launch has {len(returns)} calls and {tail_calls} tail calls",
+                        "a per-op profile needs a library whose Launch is called with bl only (Lite v2.13's)")
+    return entry, tuple(sorted(returns))
+
+
+def per_op(profile, maps: Sequence[Mapping_], ops: Sequence, names: Mapping[str, str],
+           signatures: Mapping[str, str], total: int) -> dict:
+    """The profile's op split (lite/icount.OpSegments) attributed to functions and named after the program's ops:
+    {"ops": [one row per op run, in order], "tail": the instructions after the last op, "named": whether the ops
+    that ran are the program's (their count equals the program's non-feed/fetch ops)}. The rows and the tail add up
+    to `total`."""
+    split = profile.ops
+    running = [op for op in ops if op.runs]
+    named = split.ops == len(running)
+    rows, tail = [], None
+    by_segment: dict[int, list[tuple[int, str, int]]] = {}
+    for segment, block, runs in split.runs:
+        by_segment.setdefault(segment, []).append((profile.blocks[block][0], profile.blocks[block][1], runs))
+    for segment in range(split.ops + 1):
+        functions = attribute(by_segment.get(segment, ()), maps, None)
+        summary = summarize(functions, names, signatures)
+        row = {"total": summary["total"], "share": summary["total"] / total if total else 0.0,
+               "by_precision": {p: summary["by_precision"][p]["total"] for p in PRECISIONS},
+               "functions": [{"function": f["function"], "library": f["library"], "kind": f["kind"],
+                              "total": f["total"]} for f in summary["functions"][:OP_FUNCTIONS]]}
+        if segment == split.ops:
+            tail = row
+            continue
+        op = running[segment] if named else None
+        rows.append({"op": segment, "index": op.index if op else None, "type": op.type if op else None,
+                     "output": op.output if op else None, "kernel": op.kernel if op else None, **row})
+    if sum(r["total"] for r in rows) + tail["total"] != total:
+        raise ToolError(f"the per-op profile attributes {sum(r['total'] for r in rows) + tail['total']:,} "
+                        f"instructions, the region counted {total:,}", "rebuild native/ and its plugin (stale build?)")
+    return {"ops": rows, "tail": tail, "named": named, "program_ops": len(running)}
+
+
 # ----------------------------------------------------------------- measuring
 
 def symbols_runtime(root: Path | None, environ: Mapping[str, str] | None = None) -> Path:
@@ -398,6 +468,24 @@ def symbols_runtime(root: Path | None, environ: Mapping[str, str] | None = None)
         "a profile needs Lite's arm64 runtime with its symbol table (the shipped library is stripped)"
         + (f"; none in {', '.join(str(c) for c in candidates)}" if candidates else ""),
         f"set {SYMBOLS_ENV} to an unstripped build of the same tag (e.g. EDGEKIT_LITE_ARM's symbols/ folder)")
+
+
+def _lite_maps(record: Mapping) -> list[tuple[int, int, int]]:
+    """(start, end, offset) of each mapping of Lite's library in a runner record."""
+    return sorted((int(m["start"]), int(m["end"]), int(m["offset"])) for m in record.get("code_maps") or ()
+                  if os.path.basename(str(m.get("path", ""))) == LITE_LIBRARY)
+
+
+def _boundaries(lite_maps: Sequence[tuple[int, int, int]], library: Path) -> tuple[int, tuple[int, ...]]:
+    """Guest addresses of KernelBase::Launch and of its call sites' return points, for the plugin."""
+    symbols = read_symbols(library)
+    biases = {b for b in (symbols.bias(start, offset, end) for start, end, offset in lite_maps) if b is not None}
+    if len(biases) != 1:
+        raise ToolError(f"the runner's record maps {LITE_LIBRARY} {len(lite_maps)} times with {len(biases)} load "
+                        f"biases", "rebuild native/ (a runner that records code_maps)")
+    bias = biases.pop()
+    entry, returns = launch_points(library, symbols)
+    return bias + entry, tuple(bias + r for r in returns)
 
 
 def _has_symtab(library: Path) -> bool:
@@ -427,10 +515,23 @@ def measure(emulator, nb_file: Path, sample: Mapping[str, np.ndarray], *, cpu: s
             return dict(json.loads(cached.read_text(encoding="utf-8")), cached=True)
         except (OSError, ValueError):
             pass
+    from edgekit.lite.nbfile import program_ops
+
+    ops = program_ops(Path(nb_file))
     with icount.canonical_paths(emulator.build, emulator.runtime, nb_file) as (build, runtime, nb, work):
+        # a first run finds where the guest's loader puts Lite's library (qemu-user places it the same way each run:
+        # the second run's record must agree), so the plugin can be told where Launch and its returns are
+        first = native.run_runner(build, runtime, nb, sample, threads=1, cpu_profile=cpu, timeout=emulator.timeout,
+                                  workdir=work / "where", icount_plugin=plugin)
+        lite_maps = _lite_maps(first.record)
+        boundaries = _boundaries(lite_maps, emulator.runtime.library)
         result = native.run_runner(build, runtime, nb, sample, threads=1, warmup=1, repeat=1, cpu_profile=cpu,
                                    timeout=emulator.timeout, workdir=work, icount_plugin=plugin,
-                                   profile_region=2)   # region 0 the pass over the one sample, 1 the warm-up
+                                   profile_region=2,   # region 0 the pass over the one sample, 1 the warm-up
+                                   op_boundaries=boundaries)
+    if _lite_maps(result.record) != lite_maps:
+        raise ToolError(f"qemu loaded {LITE_LIBRARY} elsewhere in the profiled run than in the run that located it",
+                        "rerun; the per-op split needs qemu-user's usual fixed placement (no guest ASLR)")
     counts = result.counts
     region = counts.timed[0]
     maps = load_maps(result.record.get("code_maps") or (), result.record.get("resolved") or {})
@@ -440,17 +541,21 @@ def measure(emulator, nb_file: Path, sample: Mapping[str, np.ndarray], *, cpu: s
     functions = attribute(counts.profile.blocks, maps, region["total"])
     raw = sorted({f for _, f in functions})
     names, signatures = demangle(raw), demangle(raw, parameters=True)
+    if counts.profile.ops is None:
+        raise ToolError("the counting plugin did not split the profile by op", "rebuild native/plugin (stale build?)")
     found = {"schema": SCHEMA, "unit": "guest instructions, one inference (timed run 0 after one warm-up)",
              "cpu_profile": cpu, "kernel_path": (result.record.get("cpu") or {}).get("int8_kernel_path"),
              "runtime": str(emulator.runtime.library), "runtime_sha256": emulator.runtime.sha256,
-             "counted": region, **summarize(functions, names, signatures)}
+             "counted": region, **summarize(functions, names, signatures),
+             "per_op": per_op(counts.profile, maps, ops, names, signatures, region["total"])}
     if cached is not None:
         atomic.write_json(cached, found)
     return dict(found, cached=False)
 
 
-def table(found: Mapping, *, top: int = TOP_FUNCTIONS) -> list[str]:
-    """The profile as text: op kinds, INT8 vs float, then the top functions (the rest summed in one row)."""
+def table(found: Mapping, *, top: int = TOP_FUNCTIONS, top_ops: int = TOP_OPS) -> list[str]:
+    """The profile as text: op kinds, INT8 vs float, the top functions (the rest summed in one row), then the
+    largest ops of the program (op_table)."""
     total = found["total"]
     head = (f"profile of {found.get('model', '?')} {found.get('precision', '')} on the {found['cpu_profile']} path "
             f"({found.get('kernel_path') or '?'} INT8 kernels): {total:,} instructions per inference")
@@ -479,6 +584,49 @@ def table(found: Mapping, *, top: int = TOP_FUNCTIONS) -> list[str]:
     if rest:
         n = sum(r["total"] for r in rest)
         lines.append(f"{f'({len(rest)} more functions)':<64} {'':<11} {n:>13,} {n / total if total else 0:>7.2%}")
+    if found.get("per_op"):
+        lines += [""] + op_table(found["per_op"], total, top=top_ops)
+    return lines
+
+
+def _kernel_precision(kernel: str | None) -> str:
+    """INT8, FP32, Any... from opt's `op/alias/target/precision/layout` (lite/nbfile.PRECISION_NAMES)."""
+    from edgekit.lite.nbfile import PRECISION_NAMES
+
+    parts = (kernel or "").split("/")
+    return PRECISION_NAMES.get(int(parts[3]), "?") if len(parts) == 5 and parts[3].isdigit() else ""
+
+
+def op_table(split: Mapping, total: int, *, top: int = TOP_OPS) -> list[str]:
+    """Per op of the program, in the order Lite ran them: the op's instructions (from the end of the previous op's
+    kernel to the end of its own) and its largest functions; the largest `top` ops, the rest in one row, then the
+    tail after the last op, so the rows add up to the total."""
+    ops = split["ops"]
+    head = f"per op of the program ({len(ops)} ops ran"
+    head += (", as the .nb's program lists them)" if split["named"] else
+             f"; the .nb's program has {split['program_ops']} that run, so they are not named)")
+    lines = [head, f"{'#':>4} {'op':<22} {'kernel':<6} {'output':<28} {'instructions':>13} {'share':>7}  "
+                   f"top functions (share of op)"]
+    shown = {id(r) for r in sorted(ops, key=lambda r: -r["total"])[:top]}
+
+    def functions(row: Mapping) -> str:
+        return "; ".join(f"{_NAMESPACES.sub('', f['function'])[:44]} "
+                         f"{f['total'] / row['total'] if row['total'] else 0:.0%}" for f in row["functions"])
+
+    for r in ops:
+        if id(r) not in shown:
+            continue
+        name = r["type"] or "?"
+        lines.append(f"{r['index'] if r['index'] is not None else r['op']:>4} {name[:22]:<22} "
+                     f"{_kernel_precision(r['kernel']):<6} {(r['output'] or '')[:28]:<28} {r['total']:>13,} "
+                     f"{r['share']:>7.2%}  {functions(r)}")
+    rest = [r for r in ops if id(r) not in shown]
+    if rest:
+        n = sum(r["total"] for r in rest)
+        lines.append(f"{'':>4} {f'({len(rest)} more ops)':<58} {n:>13,} {n / total if total else 0:>7.2%}")
+    tail = split["tail"]
+    lines.append(f"{'':>4} {'(after the last op)':<58} {tail['total']:>13,} {tail['share']:>7.2%}  {functions(tail)}")
+    lines.append(f"{'':>4} {'total':<58} {sum(r['total'] for r in ops) + tail['total']:>13,} {1:>7.2%}")
     return lines
 
 
@@ -505,5 +653,5 @@ def compare_table(result: Mapping, *, top: int = 15) -> list[str]:
     lines.append(f"{'INT8 conversions':<34} " + " ".join(
         f"{p['int8_adds']['total']:,} ({p['int8_adds']['share']:.1%})".rjust(width) for p in profiles))
     for p in profiles:
-        lines += [""] + table(p, top=top)
+        lines += [""] + table(p, top=top, top_ops=top)
     return lines

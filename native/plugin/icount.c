@@ -20,7 +20,14 @@
  * block that ran inside it: guest address, one class letter per instruction
  * (s simd_fp, d dot product, l load_store, b branch, o other) and executions.
  * The blocks' instructions add up to the region's total exactly; which function
- * an address is in is the reader's business (edgekit/verify/profile.py). */
+ * an address is in is the reader's business (edgekit/verify/profile.py).
+ *
+ * With op_enter=ADDR and op_exit=ADDR (repeatable) as well, the profile is split
+ * by op of Lite's runtime program (segments.h): ADDR are guest addresses of
+ * KernelBase::Launch's entry and of the return points of its call sites (the
+ * reader resolves them from the unstripped library and its load address). The
+ * blocks holding them are counted per instruction, like marker blocks, so the
+ * split is exact; the JSON lists (segment, block, executions) triples. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,10 +36,12 @@
 #include "decode.h"
 #include "markers.h"
 #include "qemu_plugin_api.h"
+#include "segments.h"
 
 QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 
 #define MAX_DEPTH 64
+#define MAX_OP_EXITS 16
 
 enum { SLOT_DOT = IC_CLASSES, SLOTS };
 
@@ -46,6 +55,7 @@ typedef struct {
   uint64_t count; /* executions since start (inline add) */
   uint64_t base;  /* count when the profiled region began (0 for blocks translated later) */
   uint64_t delta; /* executions inside the profiled region */
+  uint64_t mark;  /* count when the current op segment began */
   uint64_t pc;
   uint32_t n;
   char classes[]; /* one letter per instruction, NUL-terminated */
@@ -69,7 +79,47 @@ static struct {
   block **blocks;
   size_t block_count, block_capacity, profiled_blocks;
   uint64_t lost_blocks;
+  int op_boundaries;   /* op_enter given: split the profile by op */
+  uint64_t op_enter;   /* KernelBase::Launch's entry */
+  uint64_t op_exit[MAX_OP_EXITS];
+  int op_exits;
+  ic_segments segments;
 } state = {.profile_region = -1};
+
+/* Every block's executions since the last flush, into the current op segment. */
+static void flush_segment(void) {
+  for (size_t i = 0; i < state.block_count; ++i) {
+    block *b = state.blocks[i];
+    ic_segments_add(&state.segments, (uint32_t)i, b->count - b->mark);
+    b->mark = b->count;
+  }
+}
+
+static void on_op_enter(unsigned int vcpu, void *unused) {
+  (void)vcpu;
+  (void)unused;
+  if (state.profile_state == 1) ic_segments_enter(&state.segments);
+}
+
+static void on_op_exit(unsigned int vcpu, void *unused) {
+  (void)vcpu;
+  (void)unused;
+  if (state.profile_state == 1 && ic_segments_exit(&state.segments)) {
+    flush_segment();
+    ic_segments_next(&state.segments);
+  }
+}
+
+enum boundary { NO_BOUNDARY, OP_ENTER, OP_EXIT };
+
+static enum boundary boundary_at(uint64_t vaddr) {
+  if (!state.op_boundaries) return NO_BOUNDARY;
+  if (vaddr == state.op_enter) return OP_ENTER;
+  for (int i = 0; i < state.op_exits; ++i) {
+    if (vaddr == state.op_exit[i]) return OP_EXIT;
+  }
+  return NO_BOUNDARY;
+}
 
 static block *new_block(uint64_t pc, size_t n) {
   if (state.block_count == state.block_capacity) {
@@ -107,7 +157,8 @@ static void on_begin(unsigned int vcpu, void *unused) {
     return;
   }
   if (state.profile_state == 0 && state.begins == (uint64_t)state.profile_region) {
-    for (size_t i = 0; i < state.block_count; ++i) state.blocks[i]->base = state.blocks[i]->count;
+    for (size_t i = 0; i < state.block_count; ++i) state.blocks[i]->base = state.blocks[i]->mark = state.blocks[i]->count;
+    ic_segments_reset(&state.segments);
     state.profile_state = 1;
     state.profile_depth = state.depth;
   }
@@ -124,6 +175,7 @@ static void on_end(unsigned int vcpu, void *unused) {
   }
   --state.depth;
   if (state.profile_state == 1 && state.depth == state.profile_depth) {
+    if (state.op_boundaries) flush_segment(); /* the tail: after the last op */
     for (size_t i = 0; i < state.block_count; ++i) state.blocks[i]->delta = state.blocks[i]->count - state.blocks[i]->base;
     state.profiled_blocks = state.block_count;
     state.profile_state = 2;
@@ -167,13 +219,14 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
   (void)id;
   const size_t n = qemu_plugin_tb_n_insns(tb);
   uint64_t per_class[SLOTS] = {0};
-  int has_marker = 0;
+  int has_marker = 0; /* or an op boundary: either way the block is counted per instruction */
   const int profiling = state.profile_region >= 0;
   block *whole = NULL;
   for (size_t i = 0; i < n && !has_marker; ++i) {
     size_t size;
-    const uint32_t w = word_of(qemu_plugin_tb_get_insn(tb, i), &size);
-    has_marker = marker_of(w, size) != IC_NO_MARKER;
+    struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+    const uint32_t w = word_of(insn, &size);
+    has_marker = marker_of(w, size) != IC_NO_MARKER || boundary_at(qemu_plugin_insn_vaddr(insn)) != NO_BOUNDARY;
   }
   if (profiling && !has_marker && (whole = new_block(qemu_plugin_tb_vaddr(tb), n)) == NULL) ++state.lost_blocks;
   for (size_t i = 0; i < n; ++i) {
@@ -186,6 +239,11 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
       continue;
     }
     const ic_kind k = classify(insn, w);
+    const enum boundary edge = boundary_at(qemu_plugin_insn_vaddr(insn));
+    if (edge != NO_BOUNDARY) { /* before the instruction's own counts: it belongs to the segment it starts */
+      qemu_plugin_register_vcpu_insn_exec_cb(insn, edge == OP_ENTER ? on_op_enter : on_op_exit,
+                                             QEMU_PLUGIN_CB_NO_REGS, NULL);
+    }
     if (profiling && has_marker) {
       block *one = new_block(qemu_plugin_insn_vaddr(insn), 1);
       if (one == NULL) {
@@ -234,13 +292,32 @@ static void write_counts(FILE *f) {
     fprintf(f, ",\n  \"profile\": {\"region\": %ld, \"complete\": %s, \"lost_blocks\": %llu, \"blocks\": [",
             state.profile_region, state.profile_state == 2 ? "true" : "false", (unsigned long long)state.lost_blocks);
     size_t written = 0;
+    /* the position of each block in the written list, for the op segments */
+    uint32_t *position = state.op_boundaries ? calloc(state.profiled_blocks + 1, sizeof *position) : NULL;
     for (size_t i = 0; i < state.profiled_blocks; ++i) {
       const block *b = state.blocks[i];
       if (b->delta == 0) continue;
+      if (position != NULL) position[i] = (uint32_t)written;
       fprintf(f, "%s\n    [%llu, \"%s\", %llu]", written++ ? "," : "", (unsigned long long)b->pc, b->classes,
               (unsigned long long)b->delta);
     }
-    fprintf(f, "%s]}", written ? "\n  " : "");
+    fprintf(f, "%s]", written ? "\n  " : "");
+    if (state.op_boundaries) {
+      const ic_segments *s = &state.segments;
+      fprintf(f, ",\n  \"ops\": {\"enter\": %llu, \"exits\": [", (unsigned long long)state.op_enter);
+      for (int i = 0; i < state.op_exits; ++i) fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)state.op_exit[i]);
+      fprintf(f, "], \"segments\": %llu, \"entered\": %llu, \"open\": %d, \"unmatched_exits\": %llu, "
+              "\"lost\": %llu, \"runs\": [", (unsigned long long)s->segment + 1, (unsigned long long)s->entered,
+              s->depth, (unsigned long long)s->unmatched,
+              (unsigned long long)(s->lost + (position == NULL && state.profiled_blocks ? 1 : 0)));
+      for (size_t i = 0; position != NULL && i < s->count; ++i) {
+        const ic_seg_entry *e = &s->entries[i];
+        fprintf(f, "%s\n    [%u, %u, %llu]", i ? "," : "", e->segment, position[e->block], (unsigned long long)e->runs);
+      }
+      fprintf(f, "%s]}", s->count ? "\n  " : "");
+      free(position);
+    }
+    fprintf(f, "}");
   }
   fprintf(f, "\n}\n");
 }
@@ -273,10 +350,34 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         fprintf(stderr, "edgekit icount: profile= takes a region index (0, 1, ...), not '%s'\n", argv[i] + 8);
         return 1;
       }
+    } else if (strncmp(argv[i], "op_enter=", 9) == 0 || strncmp(argv[i], "op_exit=", 8) == 0) {
+      const int enter = argv[i][3] == 'e' && argv[i][4] == 'n';
+      const char *text = strchr(argv[i], '=') + 1;
+      char *end = NULL;
+      const unsigned long long address = strtoull(text, &end, 0);
+      if (*text == '\0' || *end != '\0' || address == 0) {
+        fprintf(stderr, "edgekit icount: %s takes a guest address (0x...), not '%s'\n", enter ? "op_enter" : "op_exit",
+                text);
+        return 1;
+      }
+      if (enter) {
+        state.op_enter = address;
+        state.op_boundaries = 1;
+      } else if (state.op_exits == MAX_OP_EXITS) {
+        fprintf(stderr, "edgekit icount: more than %d op_exit addresses\n", MAX_OP_EXITS);
+        return 1;
+      } else {
+        state.op_exit[state.op_exits++] = address;
+      }
     } else {
-      fprintf(stderr, "edgekit icount: unknown argument '%s' (arguments: out=FILE.json, profile=REGION)\n", argv[i]);
+      fprintf(stderr, "edgekit icount: unknown argument '%s' (arguments: out=FILE.json, profile=REGION, "
+              "op_enter=ADDR, op_exit=ADDR)\n", argv[i]);
       return 1;
     }
+  }
+  if (state.op_boundaries && (state.profile_region < 0 || state.op_exits == 0)) {
+    fprintf(stderr, "edgekit icount: op_enter= needs profile=REGION and at least one op_exit=ADDR\n");
+    return 1;
   }
   if (state.out == NULL) {
     fprintf(stderr, "edgekit icount: no output file: load it as -plugin libedgekit_icount.so,out=FILE.json\n");

@@ -42,8 +42,9 @@ def words(path, step=4):
     return np.frombuffer(data[:usable], dtype="<u4") if step == 4 else np.frombuffer(data[2:usable - 2], dtype="<u4")
 
 
-def test_the_classifiers_pass_their_host_test(plugin):
-    done = subprocess.run([str(plugin.parent / "edgekit-icount-decode-test")], capture_output=True, text=True, timeout=60)
+@pytest.mark.parametrize("test", ["edgekit-icount-decode-test", "edgekit-icount-segments-test"])
+def test_the_classifiers_and_op_segments_pass_their_host_tests(plugin, test):
+    done = subprocess.run([str(plugin.parent / test)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "all cases pass" in done.stdout
 

@@ -55,6 +55,48 @@ def test_digits_int8_profile_adds_up_and_is_identical_across_runs(settings, digi
     assert second == first                                 # every function, every class: equal
 
 
+def test_digits_int8_profile_names_the_op_each_instruction_served(settings, digits_int8, monkeypatch):
+    """Per op of the program: the ops that ran are the .nb's (in the order Lite's own log creates its instructions),
+    each ran instructions, its largest functions are its kernel's, and ops plus the tail add up to the total."""
+    import numpy as np
+
+    from edgekit.lite import native
+    from edgekit.lite.nbfile import program_ops
+    from edgekit.verify.emulator import Emulator
+
+    found = costs.profile_bundle(digits_int8, settings, cpu="default", cache=False)
+    split = found["per_op"]
+    ops = split["ops"]
+    assert split["named"] and len(ops) == split["program_ops"] == 12
+    assert sum(r["total"] for r in ops) + split["tail"]["total"] == found["total"]
+    assert all(r["total"] > 0 for r in ops)
+    assert split["tail"]["total"] < 1_000                 # the loop's exit and Run's return (measured 25)
+
+    # Lite's own record of its instructions, in creation order (GLOG_v=3: "Found the attr ... KERNEL for OP")
+    monkeypatch.setenv("GLOG_v", "3")
+    emulator = Emulator.prepare("aarch64", dataclasses.replace(settings, runtime=profile.symbols_runtime(
+        settings.runtime)), 600)
+    image = np.load(digits_int8 / "golden" / "input_0.npy")[:1]
+    done = native.run_runner(emulator.build, emulator.runtime, digits_int8 / "model.nb", {"image": image}).process
+    logged = [line.split("': ", 1)[1].split(" for ")[0] for line in done.stderr.splitlines()
+              if "Found the attr '__@kernel_type_attr@__'" in line]
+    lite_order = [k for k in logged if k.split("/")[0] not in ("feed", "fetch")]
+    assert [r["kernel"] for r in ops] == lite_order
+    assert [(r["type"], r["index"]) for r in ops] == [(o.type, o.index) for o in program_ops(digits_int8 / "model.nb")
+                                                      if o.runs]
+    # each op's largest function is its kernel's: the instructions went to the op that ran them
+    convs = [r for r in ops if r["type"] == "conv2d"]
+    assert all(r["functions"][0]["kind"] == "int8_gemm" and r["by_precision"]["int8"] > 0.9 * r["total"]
+               for r in convs)
+    # measured 312,890 + 200,480 + 205,513 of 782,355
+    assert sum(r["total"] for r in convs) > 0.85 * found["total"]
+    assert all(r["functions"][0]["function"].endswith("fp32_to_int8") for r in ops if r["type"] == "calib"
+               and r["total"] > 5_000)
+    assert all(r["functions"][0]["kind"] == "pool_norm" for r in ops if r["type"] == "pool2d")
+    text = profile.op_table(split, found["total"])
+    assert text[0].startswith("per op of the program (12 ops ran") and text[-1].split()[1] == f"{found['total']:,}"
+
+
 def test_uneven_depthwise_strides_leave_the_scalar_im2col(settings, tmp_path):
     """lite_safe's depthwise even-stride rewrite (ARM): the conv at stride (2, 1) ran as a scalar im2col plus a GEMM
     per channel; at stride 1 with a row slice it runs Lite's depthwise kernel, same outputs, fewer instructions."""
