@@ -17,6 +17,11 @@ program as it was (docs/toolchain.md lists what was measured):
   learnable affine blocks, every layer of PP-OCRv4 det and rec) run on Lite's generic broadcast path, value by value
   (PP-OCRv4 det: 581 M of 917 M instructions per inference); with the constant repeated per channel (axis 1) they
   take the vectorised per-channel path (same outputs, bit for bit, on Lite's ARM kernels);
+- `two_row_pools` (ARM): a 2x2 stride-2 pool over a tensor two rows high (PP-OCR cls's last max pool, on
+  [N, 200, 2, 96]) misses Lite's NEON 2x2 kernel, which wants the input larger than the window both ways, and runs
+  the scalar `pooling_basic`, which compares the pooling type as a string per value (cls: 4.34 M of 11.7 M INT8
+  instructions, the per-op profile). The input is stacked on itself (a `concat` along H: [N, C, 4, W], a memcpy),
+  pooled on the NEON path into two equal rows, and the first kept (a `split` along H, a memcpy): the same values;
 - `flatten_to_reshape` (x86; for arm only when opt crashed without it: edgekit.build.stages.convert_target
   retries, measured on MobileNetV2): opt segfaults on Paddle 2.6's `flatten_contiguous_range`
   (Lite's op expects an `XShape` output Paddle 2.6 no longer writes); `reshape2` with shape
@@ -409,6 +414,49 @@ def _keep_even_rows(block, index: int, full, out_var, length: int, width: int) -
     return index
 
 
+def two_row_pools(model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
+    """A 2x2 stride-2 pool over two rows pools the input stacked twice and keeps the first row (module doc)."""
+    program = prog.parse_program(model.model_file)
+    replaced = _each_op(program, _two_row_pool, _replace_two_row_pool)
+    return _finish(program, model, out_dir, samples, replaced, "the two-row pool rewrite",
+                   {"rewrite": "pool2d 2x2/2 over H = 2 -> concat [x, x] along H, the pool, the first row",
+                    "reason": "Paddle-Lite 2.13's ARM 2x2 pool kernel needs the input larger than the window in both "
+                              "dimensions; the fallback is a scalar loop with a string compare per value"})
+
+
+def _two_row_pool(block, op) -> bool:
+    if op.type != "pool2d" or op.attr("pooling_type") not in ("max", "avg"):
+        return False
+    if op.attr("global_pooling") or op.attr("adaptive") or op.attr("ceil_mode"):
+        return False
+    if (op.attr("data_format") or "NCHW") not in ("NCHW", "AnyLayout"):
+        return False
+    if op.attr("padding_algorithm") not in ("EXPLICIT", None, "") or any(int(p) for p in op.attr("paddings") or []):
+        return False
+    shape = list(block._var_recursive(op.input("X")[0]).shape)
+    return (list(op.attr("ksize")) == [2, 2] and list(op.attr("strides")) == [2, 2] and len(shape) == 4
+            and shape[2] == 2 and (shape[3] < 0 or shape[3] > 2))
+
+
+def _replace_two_row_pool(block, index: int, op) -> int:
+    x = block._var_recursive(op.input("X")[0])
+    out = block.var(op.output("Out")[0])
+    n, channels, _, width = x.shape
+
+    def var(suffix, shape):
+        return block.create_var(name=f"{out.name}.edgekit_{suffix}", shape=shape, dtype=out.dtype, stop_gradient=True)
+
+    stacked = var("stacked", [n, channels, 4, width])
+    block._insert_op(index, type="concat", inputs={"X": [x, x]}, outputs={"Out": [stacked]}, attrs={"axis": 2})
+    pooled = var("two_rows", [n, channels, 2, out.shape[3]])
+    op.desc.set_input("X", [stacked.name])
+    op.desc.set_output("Out", [pooled.name])
+    block._insert_op(index + 2, type="split", inputs={"X": [pooled]},
+                     outputs={"Out": [out, var("second_row", [n, channels, 1, out.shape[3]])]},
+                     attrs={"axis": 2, "num": 2, "sections": []})
+    return index + 3
+
+
 SCALAR_ELEMENTWISE = ("elementwise_add", "elementwise_mul", "elementwise_sub", "elementwise_div")
 COMMUTATIVE = ("elementwise_add", "elementwise_mul")
 
@@ -488,7 +536,7 @@ def rewrite_pass(name: str, rewrite_program, out_dir: Path, samples: dict[str, n
 # Rewrites that only make the .nb faster, and EDGEKIT_SKIP_REWRITES=name,... leaves out (to measure what they gain,
 # docs/costs.md); the others are needed for a correct .nb and always run.
 SKIP_ENV = "EDGEKIT_SKIP_REWRITES"
-OPTIONAL = ("depthwise-stride", "per-channel-constants")
+OPTIONAL = ("depthwise-stride", "per-channel-constants", "two-row-pools")
 
 # In order: (folder, rewrite, only for "x86" / "arm" or None). The pad rewrite writes scales, so the scale rewrite
 # comes after it.
@@ -496,4 +544,5 @@ REWRITES = (("attributes", restore_attributes, None), ("constants", zero_d_const
             ("reductions", whole_tensor_reductions, None), ("pad", constant_pad_value, None),
             ("scale", scale_after_activation, None), ("depthwise-stride", depthwise_even_stride, "arm"),
             ("per-channel-constants", scalar_constants_per_channel, "arm"),
+            ("two-row-pools", two_row_pools, "arm"),
             ("flatten", flatten_to_reshape, "x86"))

@@ -64,3 +64,23 @@ def learnable_affine():
     paddle.disable_static()
     paddle.seed(1)
     return LearnableAffine()
+
+
+class TwoRowPool(paddle.nn.Layer):
+    """conv (3, 2) stride (2, 1) to two rows -> a 2x2 stride-2 pool over them (PP-OCR cls's last max pool, on
+    [N, 200, 2, 96]) -> 1x1 conv."""
+
+    def __init__(self, kind="max"):
+        super().__init__()
+        self.conv = paddle.nn.Conv2D(3, 32, (3, 3), stride=(2, 1), padding=(0, 1))
+        self.pool = paddle.nn.MaxPool2D(2, 2) if kind == "max" else paddle.nn.AvgPool2D(2, 2)
+        self.project = paddle.nn.Conv2D(32, 8, 1)
+
+    def forward(self, x):
+        return self.project(self.pool(paddle.nn.functional.relu(self.conv(x))))
+
+
+def two_row_pool(kind="max"):
+    paddle.disable_static()
+    paddle.seed(7)
+    return TwoRowPool(kind)

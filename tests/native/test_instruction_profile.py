@@ -165,6 +165,47 @@ def test_one_element_constants_take_the_vectorised_per_channel_path(settings, tm
     assert found["rewritten"]["total"] < 0.4 * found["as exported"]["total"]
 
 
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_a_pool_over_two_rows_takes_the_neon_2x2_kernel(settings, tmp_path, monkeypatch, kind):
+    """lite_safe's two-row pool rewrite (ARM): a 2x2 stride-2 pool over a tensor two rows high ran Lite's scalar
+    pooling_basic (PP-OCR cls's last max pool: 37 % of its INT8 instructions); over the input stacked twice it runs
+    the NEON 2x2 kernel, with the same ARM outputs (max: bit for bit)."""
+    import numpy as np
+
+    from edgekit.contracts.settings import InputSpec
+    from edgekit.export import program as prog
+    from edgekit.export.dygraph import export_layer
+    from edgekit.lite import convert, native
+    from edgekit.lite.rewrite import SKIP_ENV, lite_safe
+    from edgekit.verify.emulator import Emulator
+    from native_models import two_row_pool
+
+    samples = {"x": np.random.default_rng(0).standard_normal((2, 3, 5, 96)).astype(np.float32)}
+    static = export_layer(two_row_pool(kind), [InputSpec("x", (-1, 3, 5, 96), "float32")], tmp_path / "export",
+                          samples, "two-row pool")
+    safe, rewrites = lite_safe(static, tmp_path / "safe", samples, x86=False)
+    (done,) = [r for r in rewrites if r["rewrite"].startswith("pool2d 2x2/2 over H = 2")]
+    assert done["ops"] == 1 and done["max_abs"] == 0.0
+    pools = [op for op in prog.parse_program(safe.model_file).global_block().ops if op.type == "pool2d"]
+    assert [op.input("X")[0].endswith("edgekit_stacked") for op in pools] == [True]
+    monkeypatch.setenv(SKIP_ENV, "two-row-pools")
+    plain, _ = lite_safe(static, tmp_path / "plain", samples, x86=False)
+    emulator = Emulator.prepare("aarch64", dataclasses.replace(settings, runtime=profile.symbols_runtime(
+        settings.runtime)), 600)
+    found, outputs = {}, {}
+    for name, model in (("as exported", plain), ("rewritten", safe)):
+        nb = convert(model, "arm", tmp_path / f"{name}.nb", timeout=300, target="arm64", precision="fp32").nb_file
+        found[name] = profile.measure(emulator, nb, {"x": samples["x"][:1]}, cpu="default")
+        outputs[name] = native.run_runner(emulator.build, emulator.runtime, nb, samples).outputs[0]
+    # max: the same values bit for bit; avg: the NEON kernel sums in another order (measured 3e-8)
+    assert np.abs(outputs["as exported"] - outputs["rewritten"]).max() <= (0.0 if kind == "max" else 1e-6)
+    functions = {name: {f["function"].rsplit("::", 1)[-1] for f in found[name]["functions"]} for name in found}
+    assert "pooling_basic" in functions["as exported"]
+    assert "pooling_basic" not in functions["rewritten"]
+    assert f"pooling2x2s2p0_{kind}" in functions["rewritten"]
+    assert found["rewritten"]["total"] < found["as exported"]["total"]
+
+
 @pytest.mark.parametrize("stride", [(2, 1), (1, 2)])
 def test_the_depthwise_rewrite_leaves_the_width_free(tmp_path, stride):
     """A line model (width_mode dynamic) runs at widths other than the one its program declares, and Lite does not
