@@ -3,15 +3,22 @@
 `tinymodels.ZeroDReshapeNet` holds the op as X2Paddle writes it for ONNX `Reshape(x, [])`: opt converts it, Paddle
 runs it, and Lite's predictor stops the process (`reshape_op.cc:135 InferShapeImpl: Input shape error`, SIGABRT).
 
-- the `zero-d-reshapes` rewrite (lite/rewrite.py) makes it a reshape to [1]: the build passes tier A at 0.
+- the `zero-d-reshapes` rewrite (lite/rewrite.py) makes it a reshape to [1]: the build passes tier A at 0;
+- without that rewrite, the build's x86 twin runs in a child process (verify/tiers.py: twin_process): the build
+  fails in one line naming the stage and Lite's check, exit 8, and leaves nothing in --out. Before, the whole CLI
+  died from SIGABRT with no edgekit message and left its staging folder.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+
+from bundles import leftovers
 
 pytestmark = pytest.mark.e2e
 
@@ -28,3 +35,24 @@ def test_reshape_to_zero_d_is_rewritten_and_builds(cli, tmp_path, monkeypatch):
     assert tier_a["max_abs"] <= 1e-6, tier_a                      # measured 0
     rewrites = json.dumps(manifest)
     assert rewrites.count('"rewrite": "reshape2 shape [] -> [1]"') == 2, "the target's and the twin's conversion"
+
+
+# the CLI in a process of its own (a crash must not take the test run down), with the rewrite taken out
+WITHOUT_REWRITE = ("import sys\n"
+                   "from edgekit.lite import rewrite\n"
+                   "rewrite.REWRITES = tuple(r for r in rewrite.REWRITES if r[0] != 'zero-d-reshapes')\n"
+                   "from edgekit.cli import main\n"
+                   "sys.argv[0] = 'edgekit'\n"
+                   "main()\n")
+
+
+def test_lite_abort_in_tier_a_is_one_line_and_leaves_nothing(tmp_path):
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-c", WITHOUT_REWRITE, *BUILD, "--out", str(out)], cwd=HERE,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 8, (done.returncode, done.stderr[-2000:])         # ConversionError, not -6 (SIGABRT)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: tier-a: Paddle-Lite's x86 runtime crashed running the x86 twin model_x86.nb (died from "
+                      "SIGABRT: reshape_op.cc:135 InferShapeImpl: Input shape error)"], done.stderr[-2000:]
+    assert "  fix: opt converted an op" in done.stderr
+    assert leftovers(out) == []
