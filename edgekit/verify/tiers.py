@@ -123,7 +123,7 @@ def start_report(static: StaticModel, evaluation: EvalSet, reference: Sequence[n
 
 
 TWIN_CRASH_HINT = ("opt converted an op that Paddle-Lite's runtime then stops on (the check named above); the ARM "
-                   "model.nb would stop the same way on a device: report the model with this line")
+                   "model.nb may fail the same way on a device: report the model with this line")
 
 
 def twin_process(nb_file, feed_names: Sequence[str], stage: str):

@@ -3,7 +3,8 @@
 `tinymodels.ZeroDReshapeNet` holds the op as X2Paddle writes it for ONNX `Reshape(x, [])`: opt converts it, Paddle
 runs it, and Lite's predictor stops the process (`reshape_op.cc:135 InferShapeImpl: Input shape error`, SIGABRT).
 
-- the `zero-d-reshapes` rewrite (lite/rewrite.py) makes it a reshape to [1]: the build passes tier A at 0;
+- the `zero-d-reshapes` rewrite (lite/rewrite.py) makes it a reshape to [1]: the build passes tier A at 0, and
+  tier C on Lite's ARM runtime (which throws on the same check);
 - without that rewrite, the build's x86 twin runs in a child process (verify/tiers.py: twin_process): the build
   fails in one line naming the stage and Lite's check, exit 8, and leaves nothing in --out. Before, the whole CLI
   died from SIGABRT with no edgekit message and left its staging folder.
@@ -35,6 +36,16 @@ def test_reshape_to_zero_d_is_rewritten_and_builds(cli, tmp_path, monkeypatch):
     assert tier_a["max_abs"] <= 1e-6, tier_a                      # measured 0
     rewrites = json.dumps(manifest)
     assert rewrites.count('"rewrite": "reshape2 shape [] -> [1]"') == 2, "the target's and the twin's conversion"
+
+
+def test_the_rewritten_reshape_runs_on_arm_under_qemu(cli, tmp_path, monkeypatch, lite_arm):
+    """Lite's ARM runtime throws on the same check (the runner: `Paddle-Lite failed while running`); rewritten, tier C
+    gives Paddle's outputs."""
+    monkeypatch.chdir(HERE)
+    cli(*(a for a in BUILD if a != "--no-emulation"), "--out", tmp_path)
+    manifest = json.loads((tmp_path / "zero_d_reshape_net" / "arm64-fp32" / "manifest.json").read_text())
+    tier_c = {c["metric"]: c["value"] for c in manifest["parity"]["checks"] if c["tier"] == "C"}
+    assert tier_c["max_abs"] <= 1e-6, tier_c                      # measured 6e-8
 
 
 # the CLI in a process of its own (a crash must not take the test run down), with the rewrite taken out

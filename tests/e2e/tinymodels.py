@@ -48,7 +48,7 @@ class ZeroDReshapeNet(nn.Layer):
 
     def forward(self, x):
         width = paddle.reshape(paddle.shape(x)[2:3], [])                                  # 0-D
-        target = paddle.concat([paddle.full([1], -1, "int32"), paddle.reshape(width, [1])])
+        target = paddle.concat([paddle.to_tensor([-1, 2], "int32"), paddle.reshape(width, [1])])   # [-1, 2, width]
         return self.fc(nn.functional.relu(paddle.reshape(x, target)))
 
 
