@@ -1,7 +1,20 @@
-"""Stage `lite`: `StaticModel` -> `LiteModel` (.nb) through paddle_lite_opt, plus the host runtime."""
+"""Stage `lite`: `StaticModel` -> `LiteModel` (.nb) through paddle_lite_opt, plus the host runtime.
 
-from .coverage import UnsupportedOp, unsupported_ops
-from .nbfile import NbHeader, read_header
-from .opt import convert, nb_ops, opt_version, supported_ops
+The names below load their module on first use: the x86 twin's child process (`_twin_child`) imports this package
+for `runtime` alone and starts with every build's tier A, so it skips opt's and the artifacts' imports.
+"""
 
-__all__ = ["convert", "nb_ops", "opt_version", "supported_ops", "unsupported_ops", "UnsupportedOp", "read_header", "NbHeader"]
+from __future__ import annotations
+
+import importlib
+
+_WHERE = {"convert": "opt", "nb_ops": "opt", "opt_version": "opt", "supported_ops": "opt",
+          "unsupported_ops": "coverage", "UnsupportedOp": "coverage", "read_header": "nbfile", "NbHeader": "nbfile"}
+
+__all__ = list(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)

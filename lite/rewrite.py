@@ -5,6 +5,8 @@ program as it was (docs/toolchain.md lists what was measured):
 
 - `restore_attributes`: attributes Paddle 2.6 drops on save and opt requires (relu6's threshold);
 - `zero_d_constants`: 0-D `fill_constant`s, which Lite aborts on, become [1];
+- `zero_d_reshapes`: `reshape2` to 0-D (an empty `shape` and no shape tensor: ONNX `Reshape(x, [])` through X2Paddle),
+  which Lite's runtime aborts on, x86 and ARM alike, reshapes to [1];
 - `whole_tensor_reductions`: reductions over every element, which Lite's ARM kernels get wrong;
 - `constant_pad_value`: `pad3d` with a constant value, which Lite pads with zeros;
 - `scale_after_activation`: a `scale` after a conv-fused activation, which opt folds into the conv;
@@ -306,6 +308,36 @@ def zero_d_constants(model: StaticModel, out_dir: Path,
                     "reason": "Paddle-Lite 2.13 aborts on a 0-D fill_constant"})
 
 
+def zero_d_reshapes(model: StaticModel, out_dir: Path,
+                    samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
+    """`reshape2(x, shape=[])` (x of one element, out 0-D) becomes `reshape2(x, shape=[1])`.
+
+    Lite 2.13's ReshapeOp reads an empty `shape` attribute with no Shape/ShapeTensor input as "no shape given" and
+    stops the process (`LOG(FATAL) input shape error` in InferShape, SIGABRT) when the predictor first runs; opt
+    converts such a program without a word. Paddle 2.6 runs it (a 0-D tensor). X2Paddle writes it for ONNX
+    `Reshape(x, [])`, as paddle2onnx exports the scalar of a PIR `stack` over shape values (the public
+    PP-OCRv6_rec_small.onnx: a reshape to 0-D and one back to [1] feeding the `concat` that builds a reshape target).
+    Lite has no 0-D tensors at all, so [1] is the only shape it can hold; the check holds the outputs to the program's.
+    """
+    program = prog.parse_program(model.model_file)
+    replaced = 0
+    for block in program.blocks:
+        for op in block.ops:
+            if op.type in ("reshape2", "reshape") and _to_zero_d(op):
+                op._set_attr("shape", [1])
+                block._var_recursive(op.output("Out")[0]).desc.set_shape([1])
+                replaced += 1
+    return _finish(program, model, out_dir, samples, replaced, "the 0-D reshape rewrite",
+                   {"rewrite": "reshape2 shape [] -> [1]",
+                    "reason": "Paddle-Lite 2.13 aborts on a reshape to 0-D (input shape error)"})
+
+
+def _to_zero_d(op) -> bool:
+    """A reshape whose target is the empty attribute alone (a reshape to 0-D)."""
+    computed = any(op.input(name) for name in ("Shape", "ShapeTensor") if name in op.input_names)
+    return not computed and not list(op.attr("shape") or [])
+
+
 DEPTHWISE = ("depthwise_conv2d", "conv2d")
 # what follows a conv channel by channel and is fused into it by opt: slicing after them computes the same tensor
 PER_CHANNEL_FOLLOWERS = ("fake_channel_wise_dequantize_max_abs", "fake_dequantize_max_abs", "dequantize_linear",
@@ -516,7 +548,7 @@ def _tensor_and_scalar(block, op) -> tuple[str, str, int] | None:
 
 def lite_safe(model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray], x86: bool) -> tuple[StaticModel, tuple[dict, ...]]:
     """Every rewrite the program needs before opt, as passes of the pass manager (each checked against its input):
-    the attributes Lite requires, 0-D constants, whole-tensor reductions, the pad value and the scale trap always, the
+    the attributes Lite requires, 0-D constants and reshapes, whole-tensor reductions, the pad value and the scale trap always, the
     ARM speed-ups (unequal depthwise strides, one-element constants) unless EDGEKIT_SKIP_REWRITES names them, the
     flatten crash for x86 (the pad rewrite writes scales, so the scale rewrite runs after it). Returns the program and
     the record of each rewrite that changed it."""
@@ -541,6 +573,7 @@ OPTIONAL = ("depthwise-stride", "per-channel-constants", "two-row-pools")
 # In order: (folder, rewrite, only for "x86" / "arm" or None). The pad rewrite writes scales, so the scale rewrite
 # comes after it.
 REWRITES = (("attributes", restore_attributes, None), ("constants", zero_d_constants, None),
+            ("zero-d-reshapes", zero_d_reshapes, None),
             ("reductions", whole_tensor_reductions, None), ("pad", constant_pad_value, None),
             ("scale", scale_after_activation, None), ("depthwise-stride", depthwise_even_stride, "arm"),
             ("per-channel-constants", scalar_constants_per_channel, "arm"),

@@ -335,11 +335,10 @@ def fp32_reference(rec: StageView) -> StageView:
 
 @declares(reads=("static", "evaluation", "twin", "reference"), writes=("report",))
 def tier_a(rec: StageView) -> StageView:
-    from edgekit.lite.runtime import LiteRunner
-
     evaluation, reference = rec.evaluation, rec.reference
     tiers.require_finite(rec.static, reference)
-    twin = LiteRunner(rec.twin.nb_file, rec.static.feed_names).run(evaluation.inputs)
+    with tiers.twin_process(rec.twin.nb_file, rec.static.feed_names, "tier-a") as runner:   # a crash: one line
+        twin = runner.run(evaluation.inputs)
     report = tiers.start_report(rec.static, evaluation, reference)
     report = tiers.tier_a(report, rec.static, evaluation, reference, twin, rec.cfg.gates)
     spec = rec.cfg.data.preprocess

@@ -34,7 +34,7 @@ def probe_keep(model: StaticModel, op: NmsOp, inputs: Mapping[str, np.ndarray], 
     from edgekit import lite
     from edgekit.export import StaticRunner
     from edgekit.lite.rewrite import lite_safe
-    from edgekit.lite.runtime import LiteRunner
+    from edgekit.verify.tiers import twin_process
 
     count = min(PROBE_SAMPLES, len(next(iter(inputs.values()))))
     measured: dict = {"samples": count}
@@ -56,8 +56,8 @@ def probe_keep(model: StaticModel, op: NmsOp, inputs: Mapping[str, np.ndarray], 
             return {"kept": False, "reason": f"paddle_lite_opt cannot convert {op.type} for {where}: {exc.message}",
                     "measured": measured}
     try:
-        twin = LiteRunner(nbs["x86"], model.feed_names)
-        measured["tier_a"] = rows_agree(ref_rows, per_image(twin.run_one, inputs, count))
+        with twin_process(nbs["x86"], model.feed_names, "nms keep probe") as twin:   # a crash: not kept
+            measured["tier_a"] = rows_agree(ref_rows, per_image(twin.run_one, inputs, count))
     except EdgekitError as exc:
         measured["tier_a"] = {"agree": False, "reason": exc.message}
     if not measured["tier_a"]["agree"]:

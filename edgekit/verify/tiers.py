@@ -122,6 +122,23 @@ def start_report(static: StaticModel, evaluation: EvalSet, reference: Sequence[n
     return report.extended(metrics=metrics, notes=notes)
 
 
+TWIN_CRASH_HINT = ("opt converted an op that Paddle-Lite's runtime then stops on (the check named above); the ARM "
+                   "model.nb may fail the same way on a device: report the model with this line")
+
+
+def twin_process(nb_file, feed_names: Sequence[str], stage: str):
+    """The build's x86 twin in a child process (lite/runtime.py: TwinProcess): a crash of Paddle-Lite's native code
+    (an abort on a check, a segfault) fails `stage` with one line naming Lite's check, instead of ending the CLI with
+    no word and the staging folder left behind. Use it as a context manager."""
+    from edgekit.core.errors import ConversionError
+    from edgekit.lite.runtime import TwinProcess
+
+    def crashed(how: str) -> ConversionError:
+        return ConversionError(f"{stage}: Paddle-Lite's x86 runtime crashed running the x86 twin {nb_file.name} "
+                               f"({how})", TWIN_CRASH_HINT)
+    return TwinProcess(nb_file, feed_names, crashed=crashed)
+
+
 def tier_a(report: parity.ParityReport, static: StaticModel, evaluation: EvalSet, reference: Sequence[np.ndarray],
            twin: Sequence[np.ndarray], gates: ParityGates) -> parity.ParityReport:
     subject = "x86 twin .nb vs reference"
@@ -159,7 +176,6 @@ def tier_a_wide(report: parity.ParityReport, static: StaticModel, twin_nb, evalu
     reshapes folded for one width by X2Paddle) is refused here, in one line, instead of aborting in Lite later."""
     from edgekit.core.errors import ParityError
     from edgekit.export import StaticRunner
-    from edgekit.lite.runtime import LiteRunner
 
     feeds = wide_feeds(evaluation.inputs, spec)
     if feeds is None:
@@ -174,7 +190,8 @@ def tier_a_wide(report: parity.ParityReport, static: StaticModel, twin_nb, evalu
                           "export the model with a dynamic width (an ONNX model with one NCHW input gets its "
                           "computed reshape targets made width-free on import), or use width_mode = \"fixed\""
                           ) from None
-    twin = LiteRunner(twin_nb, list(feeds)).run(feeds)
+    with twin_process(twin_nb, list(feeds), "tier-a") as runner:     # a fresh predictor: the width is new
+        twin = runner.run(feeds)
     stats = parity.compare(*comparable(static, reference, twin), static.fetches)
     return report.extended(checks=twin_tolerance(gates, evaluation.task).checks("A", f"x86 twin .nb vs reference at width {spec.max_width}",
                                                                stats))

@@ -38,6 +38,20 @@ class NaNNet(nn.Layer):
         return paddle.sqrt(-paddle.abs(self.fc(x)) - 1.0)
 
 
+class ZeroDReshapeNet(nn.Layer):
+    """A reshape target built from a width read as a 0-D value, as X2Paddle imports ONNX `Reshape(x, [])` (the public
+    PP-OCRv6 rec): Paddle runs the reshape to 0-D; Paddle-Lite 2.13's runtime aborts on it (SIGABRT)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        width = paddle.reshape(paddle.shape(x)[2:3], [])                                  # 0-D
+        target = paddle.concat([paddle.to_tensor([-1, 2], "int32"), paddle.reshape(width, [1])])   # [-1, 2, width]
+        return self.fc(nn.functional.relu(paddle.reshape(x, target)))
+
+
 class ConvStack(nn.Layer):
     """`convs` 3x3 convolutions with ReLU, a spatial mean and a linear head: one more conv is one more op for the
     device suite's instruction-count gate (tests/e2e/test_count_baseline.py)."""
@@ -71,6 +85,11 @@ def flatten_net():
 def logsumexp_net():
     paddle.seed(1)
     return LogSumExpNet()
+
+
+def zero_d_reshape_net():
+    paddle.seed(1)
+    return ZeroDReshapeNet()
 
 
 def nan_net():
