@@ -414,6 +414,34 @@ def block_io(block) -> tuple[list[str], list[str]]:
     return [n for n in reads if outside(n) is not None], [n for n in writes if outside(n) is not None]
 
 
+def full_like(e, op) -> None:
+    """`paddle.full_like` / `zeros_like`: the fill value is a constant operand in PIR, an attribute of Paddle 2.6's
+    `fill_any_like` (which writes it so)."""
+    e.emit("fill_any_like", {"X": [e.inp(op, "x")]}, {"Out": [e.out(op, 0)]},
+           {"value": float(e.scalar(op, "value")), "dtype": e.var_dtype(op["outputs"][0][3])})
+
+
+NMS3_ATTRS = ("score_threshold", "nms_top_k", "keep_top_k", "nms_threshold", "normalized", "nms_eta", "background_label")
+
+
+def multiclass_nms3(e, op) -> None:
+    """PaddleDetection's NMS (`ppdet.modeling.ops.multiclass_nms`) as its Paddle 2 export writes it: BBoxes, Scores
+    (and RoisNum when given) in; Out rows [K, 6], Index and NmsRoisNum (the count per image) out. The attributes stay
+    attributes; the build then keeps the op or cuts the graph before it (lite/nms.py)."""
+    missing = [n for n in NMS3_ATTRS if n not in op["attrs"]]
+    if missing:
+        e.unsupported(op, f"no attribute {', '.join(missing)} (this Paddle version's op differs from what edgekit knows)")
+    a = op["attrs"]
+    inputs = {"BBoxes": [e.inp(op, "bboxes")], "Scores": [e.inp(op, "scores")]}
+    if e.has(op, "rois_num"):
+        inputs["RoisNum"] = [e.inp(op, "rois_num")]
+    e.emit("multiclass_nms3", inputs, {"Out": [e.out(op, 0)], "Index": [e.out(op, 1)], "NmsRoisNum": [e.out(op, 2)]},
+           {"score_threshold": float(a["score_threshold"]), "nms_top_k": int(a["nms_top_k"]),
+            "keep_top_k": int(a["keep_top_k"]), "nms_threshold": float(a["nms_threshold"]),
+            "normalized": bool(a["normalized"]), "nms_eta": float(a["nms_eta"]),
+            "background_label": int(a["background_label"])})
+
+
 def identity(e, op, operand: str = "x") -> None:
     """Ops that compute nothing at inference (dropout in eval mode, assign): the result is the operand."""
     e.alias(op, 0, operand)
@@ -445,7 +473,8 @@ def _build_table() -> dict[str, Callable]:
         "bilinear_interp": lambda e, op: interp(e, op, "bilinear_interp_v2"),
         "clip": clip, "cast": cast, "pow": pow_, "slice": slice_, "strided_slice": strided_slice, "gather": gather, "argmax": argmax,
         "shape": shape_, "shape64": shape_, "pad3d": pad3d, "where": where, "logical_not": logical_not,
-        "dropout": identity, "assign": identity, "if": if_, "while": while_,
+        "dropout": identity, "assign": identity, "if": if_, "while": while_, "full_like": full_like,
+        "multiclass_nms3": multiclass_nms3,
     })
     return table
 
