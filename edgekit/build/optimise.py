@@ -72,7 +72,8 @@ def geometry_pass(work: Path, cfg: BuildConfig, source: str | None) -> Pass[Prep
         if source is not None:
             log.warning("%s of %s not bound into the graph: the bundle keeps them as inputs", ", ".join(names), source)
             return PassResult(p, None, {"bound": None, "inputs": list(names),
-                                        "why": f"{source}: bound only in Paddle 2 programs (a factory or a .pdmodel) so far"})
+                                        "why": f"{source}: its judge (ONNX Runtime on the source) runs after this "
+                                               "pass, fed these inputs; bound in Paddle 2 and Paddle 3 programs"})
         found = geometry.bind(p.static, names, work / "geometry", p.probe(), layout(cfg))
         log.info("bound %s into the graph as %s", ", ".join(names), found.facts["bound"])
         (image,) = [f.name for f in found.model.feeds]

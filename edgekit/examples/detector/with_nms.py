@@ -11,7 +11,8 @@ per-image count `bbox_num` [N] (int32).
 
 The build finds the NMS op and decides whether Lite keeps it (lite/nms.py); the manifest's `model.nms`
 says what it decided and why. `create_matrix` ends in `matrix_nms` instead (PP-YOLOv2-style decayed scores);
-`create_paddledet` takes PaddleDetection's `im_shape` and `scale_factor` inputs as well (`paddledet.toml`).
+`create_paddledet` takes PaddleDetection's `im_shape` and `scale_factor` inputs as well (`paddledet.toml`); saved by
+Paddle 3 as PIR with PaddleX's inference.yml, it is the PaddleX 3 detector folder of `paddlex3.py`.
 """
 
 from __future__ import annotations
