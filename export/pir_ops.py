@@ -421,25 +421,29 @@ def full_like(e, op) -> None:
            {"value": float(e.scalar(op, "value")), "dtype": e.var_dtype(op["outputs"][0][3])})
 
 
-NMS3_ATTRS = ("score_threshold", "nms_top_k", "keep_top_k", "nms_threshold", "normalized", "nms_eta", "background_label")
+PIR_NMS = {   # PIR op -> (its attributes with their legacy types, the legacy name of its count output)
+    "multiclass_nms3": ({"score_threshold": float, "nms_top_k": int, "keep_top_k": int, "nms_threshold": float,
+                         "normalized": bool, "nms_eta": float, "background_label": int}, "NmsRoisNum"),
+    "matrix_nms": ({"score_threshold": float, "post_threshold": float, "nms_top_k": int, "keep_top_k": int,
+                    "use_gaussian": bool, "gaussian_sigma": float, "background_label": int, "normalized": bool},
+                   "RoisNum"),
+}
 
 
-def multiclass_nms3(e, op) -> None:
-    """PaddleDetection's NMS (`ppdet.modeling.ops.multiclass_nms`) as its Paddle 2 export writes it: BBoxes, Scores
-    (and RoisNum when given) in; Out rows [K, 6], Index and NmsRoisNum (the count per image) out. The attributes stay
-    attributes; the build then keeps the op or cuts the graph before it (lite/nms.py)."""
-    missing = [n for n in NMS3_ATTRS if n not in op["attrs"]]
+def nms(e, op, legacy: str) -> None:
+    """PaddleDetection's NMS ops (`ppdet.modeling.ops.multiclass_nms`, `paddle.vision.ops.matrix_nms`) as Paddle 2's
+    export writes them: BBoxes, Scores (and multiclass_nms3's RoisNum when given) in; Out rows [K, 6], Index and the
+    count per image out. The attributes stay attributes, every one required (a missing one is refused by name); the
+    build then keeps the op or cuts the graph before it (lite/nms.py)."""
+    types, count = PIR_NMS[legacy]
+    missing = [n for n in types if n not in op["attrs"]]
     if missing:
         e.unsupported(op, f"no attribute {', '.join(missing)} (this Paddle version's op differs from what edgekit knows)")
-    a = op["attrs"]
     inputs = {"BBoxes": [e.inp(op, "bboxes")], "Scores": [e.inp(op, "scores")]}
-    if e.has(op, "rois_num"):
+    if legacy == "multiclass_nms3" and e.has(op, "rois_num"):
         inputs["RoisNum"] = [e.inp(op, "rois_num")]
-    e.emit("multiclass_nms3", inputs, {"Out": [e.out(op, 0)], "Index": [e.out(op, 1)], "NmsRoisNum": [e.out(op, 2)]},
-           {"score_threshold": float(a["score_threshold"]), "nms_top_k": int(a["nms_top_k"]),
-            "keep_top_k": int(a["keep_top_k"]), "nms_threshold": float(a["nms_threshold"]),
-            "normalized": bool(a["normalized"]), "nms_eta": float(a["nms_eta"]),
-            "background_label": int(a["background_label"])})
+    e.emit(legacy, inputs, {"Out": [e.out(op, 0)], "Index": [e.out(op, 1)], count: [e.out(op, 2)]},
+           {name: kind(op["attrs"][name]) for name, kind in types.items()})
 
 
 def identity(e, op, operand: str = "x") -> None:
@@ -474,7 +478,7 @@ def _build_table() -> dict[str, Callable]:
         "clip": clip, "cast": cast, "pow": pow_, "slice": slice_, "strided_slice": strided_slice, "gather": gather, "argmax": argmax,
         "shape": shape_, "shape64": shape_, "pad3d": pad3d, "where": where, "logical_not": logical_not,
         "dropout": identity, "assign": identity, "if": if_, "while": while_, "full_like": full_like,
-        "multiclass_nms3": multiclass_nms3,
+        **{name: (lambda e, op, legacy=name: nms(e, op, legacy)) for name in PIR_NMS},
     })
     return table
 

@@ -151,8 +151,9 @@ def paddle3_reference(rec: StageView) -> StageView:
     """Paddle 3's own inference of the source program on the evaluation set: every tier's reference. The translated
     program must compute the same (and, with truth, read the same in the task's metric)."""
     from edgekit.export.pir import reference
+    from edgekit.verify.nms import scored_as_rows
 
-    evaluation = rec.evaluation
+    evaluation = scored_as_rows(rec.static, rec.evaluation)     # an NMS op's rows, before optimise keeps or cuts it
     outputs, ours, check = reference(rec.static, rec.paddle3.to_json(), dict(evaluation.inputs), rec.work / "paddle3-reference",
                                      rec.cfg.tool_timeout)
     figures = None

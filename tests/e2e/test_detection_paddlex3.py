@@ -113,3 +113,27 @@ def test_the_bundle_detects_what_paddle3_detects(bundle, paddle3_map):
             "EDGEKIT_LITE_ARM") else ()):
         assert abs(metrics[engine]["map50"] - paddle3_map) <= SAME_BOXES, (engine, metrics, paddle3_map)
     print({"paddle3": paddle3_map, **{k: v["map50"] for k, v in metrics.items()}})
+
+
+def test_a_paddle3_detector_ending_in_matrix_nms_is_cut_for_the_bundles_matrix_nms(tmp_path, cli):
+    """`--paddle 3` on the with_nms example's matrix_nms variant (with_nms.toml, whose truth names the anchor-free
+    head): Paddle 3 exports it as PIR, `pd_op.matrix_nms` is translated, Paddle 3's reference is scored as the op's
+    rows, and without tier C the graph is cut for task.json's matrix NMS, judged against Paddle 3 at the op's inputs."""
+    from bundles import example_config
+
+    def matrix_for_paddle3(text: str) -> str:
+        return text.replace("with_nms:create\"", "with_nms:create_matrix\"\npaddle = 3")
+
+    config = example_config(tmp_path, EXAMPLE, SAMPLES, "with_nms.toml", matrix_for_paddle3)
+    cli("build", "-c", config, "--target", "arm64", "--quant", "fp32", "--out", tmp_path / "out", "--no-emulation",
+        "--quiet")
+    m = manifest(tmp_path / "out" / "detector-nms" / "arm64-fp32")
+    assert m["model"]["origin"] == "paddle3-dygraph" and m["paddle3"]["translated_ops"]["pd_op.matrix_nms"] == 1
+    nms = m["model"]["nms"]
+    assert nms["op"] == "matrix_nms" and nms["kept"] is False and nms["task"]["nms"] == "matrix", nms
+    assert nms["cut"]["passed"] and nms["cut"]["match_percent"] == 100.0, nms["cut"]
+    assert nms["paddle3_reference"]["max_abs"] <= nms["paddle3_reference"]["limit"]
+    own = m["paddle3"]["task_metric"]["paddle3"]                          # Paddle 3's own matrix_nms rows
+    metrics = m["parity"]["metrics"]
+    assert own >= 60.0 and all(abs(metrics[k]["map50"] - own) <= SAME_BOXES for k in ("fp32 reference", "x86 twin .nb"))
+    print({"paddle3": own, **{k: v["map50"] for k, v in metrics.items()}})

@@ -1,6 +1,6 @@
-"""PaddleX 3 detectors' PIR ops (issue 30): `pd_op.multiclass_nms3` and `pd_op.full_like` (`zeros_like` in
-PaddleDetection's box clipping), translated into the legacy ops Paddle 2.6's own export writes (`multiclass_nms3` with
-its attributes, `fill_any_like`), on a small described program in the form `_paddle3_child.py describe` gives (the
+"""PaddleX 3 detectors' PIR ops (issue 30): `pd_op.multiclass_nms3`, `pd_op.matrix_nms` and `pd_op.full_like`
+(`zeros_like` in PaddleDetection's box clipping), translated into the legacy ops Paddle 2.6's own export writes
+(`multiclass_nms3` / `matrix_nms` with their attributes, `fill_any_like`), on a small described program in the form `_paddle3_child.py describe` gives (the
 attributes as Paddle 3.3.1 describes them), run by Paddle 2.6's executor against the legacy op built directly.
 """
 
@@ -17,13 +17,15 @@ pytestmark = pytest.mark.e2e     # real Paddle 2.6 (importing it starts a proces
 
 NMS_ATTRS = {"background_label": -1, "keep_top_k": 100, "normalized": True, "nms_threshold": 0.5, "nms_top_k": 1000,
              "nms_eta": 1.0, "score_threshold": 0.05000000074505806}     # as Paddle 3.3.1 describes them
+MATRIX_ATTRS = {"gaussian_sigma": 2.0, "post_threshold": 0.05000000074505806, "background_label": -1, "keep_top_k": 100,
+                "normalized": True, "nms_top_k": 1000, "use_gaussian": False, "score_threshold": 0.05000000074505806}
 
 
 def _out(vid, shape, dtype="float32", name="out"):
     return [name, vid, shape, dtype]
 
 
-def nms_graph(attrs=NMS_ATTRS, rois_num=False):
+def nms_graph(attrs=NMS_ATTRS, rois_num=False, op="multiclass_nms3"):
     """boxes [N, M, 4], scores [N, C, M] -> boxes clipped below at zeros_like(boxes) -> multiclass_nms3 -> rows, count."""
     def data(name, shape, dtype="float32"):
         return {"op": "pd_op.data", "inputs": [], "outputs": [_out(name, shape, dtype)],
@@ -36,10 +38,11 @@ def nms_graph(attrs=NMS_ATTRS, rois_num=False):
          "attrs": {"dtype": {"dtype": "float32"}}},
         {"op": "pd_op.maximum", "inputs": [["x", "boxes"], ["y", "zeros"]], "outputs": [_out("clipped", [-1, 5, 4])],
          "attrs": {}},
-        {"op": "pd_op.multiclass_nms3",
-         "inputs": [["bboxes", "clipped"], ["scores", "scores"], ["rois_num", "rois" if rois_num else None]],
+        {"op": f"pd_op.{op}", "inputs": [["bboxes", "clipped"], ["scores", "scores"]] + (
+            [["rois_num", "rois" if rois_num else None]] if op == "multiclass_nms3" else []),
          "outputs": [_out("rows", [-1, 6], name="out"), _out("index", [-1, 1], "int32", "index"),
-                     _out("count", [-1], "int32", "nms_rois_num")], "attrs": dict(attrs)},
+                     _out("count", [-1], "int32", "nms_rois_num" if op == "multiclass_nms3" else "roisnum")],
+         "attrs": dict(attrs)},
         {"op": "pd_op.fetch", "inputs": [["x", "rows"]], "outputs": [], "attrs": {"name": "fetch0"}},
         {"op": "pd_op.fetch", "inputs": [["x", "count"]], "outputs": [], "attrs": {"name": "fetch1"}},
     ]
@@ -125,3 +128,28 @@ def test_rois_num_is_passed_on_and_a_missing_attribute_is_named(tmp_path):
     graph_file, params_file = write(tmp_path, nms_graph(changed))
     with pytest.raises(UntranslatableOp, match=r"op #5 pd_op.multiclass_nms3 -> \[-1, 6\] .*no attribute nms_eta"):
         translate(graph_file, params_file, tmp_path / "other")
+
+
+def test_matrix_nms_translates_to_the_legacy_op_paddle_vision_writes(tmp_path):
+    """`paddle.vision.ops.matrix_nms` (PP-YOLOv2-style decayed scores) as Paddle 3.3.1 describes it: the legacy
+    matrix_nms with its RoisNum output gives the rows of Paddle 2.6's own op on the same boxes."""
+    import paddle
+
+    graph_file, params_file = write(tmp_path, nms_graph(MATRIX_ATTRS, op="matrix_nms"))
+    assert translate(graph_file, params_file, tmp_path / "model")["pir_ops"]["pd_op.matrix_nms"] == 1
+    paddle.enable_static()
+    program, feeds, fetches = paddle.static.load_inference_model(str(tmp_path / "model"),
+                                                                 paddle.static.Executor(paddle.CPUPlace()))
+    (op,) = [o for o in program.global_block().ops if o.type == "matrix_nms"]
+    assert {k: op.attr(k) for k in MATRIX_ATTRS} == pytest.approx(MATRIX_ATTRS) and op.output("RoisNum")
+    boxes, scores = scene()
+    rows, count = run(program, dict(zip(feeds, (boxes, scores))), fetches)
+    main = paddle.static.Program()
+    with paddle.static.program_guard(main, paddle.static.Program()):
+        b = paddle.static.data("boxes", [-1, 5, 4], "float32")
+        s = paddle.static.data("scores", [-1, 2, 5], "float32")
+        out, num, _ = paddle.vision.ops.matrix_nms(paddle.maximum(b, paddle.zeros_like(b)), s, 0.05, 0.05, 1000, 100,
+                                                   background_label=-1, return_rois_num=True)
+    want_rows, want_count = run(main, {"boxes": boxes, "scores": scores}, [out, num])
+    assert count.tolist() == want_count.tolist() and count.sum() > 0
+    assert np.array_equal(rows, want_rows)
