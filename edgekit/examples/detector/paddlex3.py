@@ -1,7 +1,7 @@
 """The detector example as a PaddleX 3 detector folder: a PIR program written by Paddle 3, with `multiclass_nms3` inside.
 
     python -m edgekit.examples.detector.paddlex3 OUT        (edgekit's environment; Paddle 3 from .venv-paddle3)
-    edgekit build -m OUT --eval SCENES --target arm64 --quant int8
+    edgekit build -m OUT --eval SCENES --calib IMAGES --target arm64 --quant int8
 
 PaddleX 3.x ships its detectors (PP-PicoDet, PP-YOLOE, the PP-DocLayout family) as `inference.json` +
 `inference.pdiparams` + `inference.yml`, exported by PaddleDetection 3 under Paddle 3: three inputs `image`,
