@@ -10,7 +10,8 @@ numpy and paddle. The request (one JSON argument) names the action:
   shapes, dtypes, attributes and the user source line; nested blocks of control-flow ops)
   plus every parameter (`params.npz`), for `edgekit.export.pir_translate`.
 - `run`: Paddle 3's own inference of the PIR program on `inputs.npz` -> `outputs.npz`, with the
-  static executor and with Paddle Inference (IR passes off), and how far the two disagree.
+  static executor and with Paddle Inference (IR passes off), and how far the two disagree; with `inputs_of`
+  (an op name), the executor's values of that op's first two operands instead (an NMS op's boxes and scores).
 - `export`: a dynamic-graph model written for Paddle 3 (`package.module:factory`): jit.save as
   PIR (Paddle 3's default), and the dynamic model's outputs on `inputs.npz`.
 
@@ -156,8 +157,23 @@ def describe(request: dict) -> dict:
             "paddle": paddle.__version__, "ops": counts, "parameters": len(arrays)}
 
 
+def _operands_of(program, op_name: str) -> list:
+    """The first two operands of the one `op_name` op of the program (an NMS op's boxes and scores), the program's
+    own fetch ops removed (the executor refuses other fetches beside them)."""
+    block = program.global_block()
+    found = [op for op in block.ops if op.name() == op_name]
+    if len(found) != 1:
+        raise LookupError(f"the program holds {len(found)} {op_name} ops, not one")
+    values = [found[0].operand_source(0), found[0].operand_source(1)]
+    for op in [op for op in block.ops if op.name() == "pd_op.fetch"]:
+        block.remove_op(op)
+    return values
+
+
 def run(request: dict) -> dict:
     paddle, exe, scope, program, feed_names, fetches = _load(request["prefix"])
+    if request.get("inputs_of"):   # the values an op reads (the program cut before it), not the program's outputs
+        fetches = _operands_of(program, request["inputs_of"])
     with np.load(request["inputs"]) as data:
         inputs = {k: data[k] for k in data.files}
     missing = [n for n in feed_names if n not in inputs]
@@ -172,6 +188,9 @@ def run(request: dict) -> dict:
             outputs.append([np.array(o) for o in exe.run(program, feed=feed, fetch_list=fetches)])
     merged = [np.concatenate([chunk[i] for chunk in outputs]) for i in range(len(fetches))]
     np.savez(request["outputs"], **{f"output_{i}": o for i, o in enumerate(merged)})
+    if request.get("inputs_of"):   # Paddle Inference fetches the program's outputs only: checked on the whole program
+        return {"outputs": request["outputs"], "feeds": feed_names, "count": count, "paddle": paddle.__version__,
+                "engines": "paddle.static.Executor", "engine_max_abs": None, "engine_samples": 0}
     # a second engine: Paddle Inference (its IR passes off: fused CPU passes have given wrong results before)
     params = request["prefix"] + ".pdiparams"
     has_params = os.path.exists(params) and os.path.getsize(params) > 0
@@ -186,7 +205,7 @@ def run(request: dict) -> dict:
     predictor.run()
     for index, name in enumerate(predictor.get_output_names()):
         theirs = predictor.get_output_handle(name).copy_to_cpu()
-        ours = merged[index][:probe]
+        ours = outputs[0][index]   # the first chunk is the probe: rows of an NMS op are not sliceable by sample
         if theirs.shape == ours.shape and theirs.size:
             worst = max(worst, float(np.max(np.abs(theirs.astype(np.float64) - ours.astype(np.float64)))))
         elif theirs.shape != ours.shape:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 from edgekit.core import limits
 from edgekit.contracts.preprocess import PreprocessSpec
 from edgekit.core.errors import EdgekitError, InputModelError
+from edgekit.model.data import GEOMETRY_FEEDS as GEOMETRY_INPUTS
 from edgekit.tasks import TaskKind, make_task
 from edgekit.tasks.ocr import token_problem
 
@@ -739,7 +740,8 @@ def _stated_shape(raw: Mapping, dialect: str, notes: list[str]) -> tuple[str | N
         shapes = (backend.get("trt_dynamic_shapes") or backend.get("dynamic_shapes")) if isinstance(backend, Mapping) else None
         if not isinstance(shapes, Mapping) or not shapes:
             continue
-        name, ranges = next(iter(shapes.items()))
+        # the image input: PaddleX writes a detector's inputs sorted by name, so im_shape ([N, 2]) comes first
+        name, ranges = next(((n, r) for n, r in shapes.items() if n not in GEOMETRY_INPUTS), next(iter(shapes.items())))
         if (isinstance(ranges, list) and ranges and all(isinstance(r, list) and len(r) == len(ranges[0]) for r in ranges)
                 and all(isinstance(d, int) and not isinstance(d, bool) for r in ranges for d in r)):
             fixed = (-1,) + tuple(col[0] if len(set(col)) == 1 else -1 for col in list(zip(*ranges))[1:])

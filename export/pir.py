@@ -152,21 +152,43 @@ def reference(static: StaticModel, report: Mapping, inputs: Mapping[str, np.ndar
         raise InputModelError(f"Paddle 3's executor and Paddle Inference disagree on the source program by "
                               f"{answer['engine_max_abs']:.3g}", "the reference cannot be trusted: report the model")
     ours = StaticRunner(static).run(inputs)
+    check = _translation_check(static, theirs, ours, p3.version, "the source", len(next(iter(inputs.values()))))
+    check.update(reference_engines=answer["engines"], reference_engines_max_abs=answer["engine_max_abs"])
+    return theirs, ours, check
+
+
+def reference_at_cut(cut: StaticModel, report: Mapping, inputs: Mapping[str, np.ndarray], nms_type: str, folder: Path,
+                     timeout: float) -> tuple[list[np.ndarray], dict]:
+    """The reference of a translated program cut before its NMS op (lite/nms.py `cut`): Paddle 3's own values of the
+    boxes [N, M, 4] and scores [N, C, M] the source program's `nms_type` op reads, the scores transposed to [N, M, C]
+    as the cut program fetches them, fed `inputs` (the source's feeds, geometry inputs included); and the check that
+    the cut translation computes them."""
+    p3 = paddle3.Paddle3(report["python"], report["paddle"])
+    folder.mkdir(parents=True, exist_ok=True)
+    answer = p3.call("run", {"prefix": report["prefix"], "inputs": str(paddle3.save_inputs(folder / "inputs.npz", inputs)),
+                             "outputs": str(folder / "outputs.npz"), "inputs_of": f"pd_op.{nms_type}"},
+                     timeout=timeout + 2.0 * len(next(iter(inputs.values()))), what=f"the source program up to {nms_type}")
+    boxes, scores = paddle3.load_outputs(Path(answer["outputs"]))
+    theirs = [boxes, np.ascontiguousarray(np.transpose(scores, (0, 2, 1)))]
+    ours = StaticRunner(cut).run({f: inputs[f] for f in cut.feed_names})
+    return theirs, _translation_check(cut, theirs, ours, p3.version, f"the source up to its {nms_type} op", len(boxes))
+
+
+def _translation_check(static: StaticModel, theirs: Sequence[np.ndarray], ours: Sequence[np.ndarray], version: str,
+                       where: str, count: int) -> dict:
+    """The translated program's outputs against Paddle 3's on the same inputs, judged by the pass manager's table."""
+    scale = max(1.0, output_scale(theirs))
     try:
         found = check_same(theirs, ours, static.fetches, TOLERANCES["pir-translate"],
-                           f"the translated program (Paddle 2.6) vs Paddle {p3.version} on the source")
+                           f"the translated program (Paddle 2.6) vs Paddle {version} on {where}")
     except ParityError as exc:
-        raise InputModelError(f"the translated program does not match Paddle 3 on the source: {exc.message}",
+        raise InputModelError(f"the translated program does not match Paddle 3 on {where}: {exc.message}",
                               "report the model: a PIR op was translated wrongly") from exc
     judge(static, "pir-translate", found, error=InputModelError, hint="report the model: a PIR op was translated wrongly")
     worst = found.worst_max_abs
-    count = int(len(next(iter(inputs.values()))))
-    log.info("PIR translation check: legacy program (Paddle 2.6) vs Paddle %s on the source, max abs %.3g on %d samples",
-             p3.version, worst, count)
-    check = {"engine": f"legacy program on paddle.static.Executor (Paddle 2.6) vs Paddle {p3.version} on the source .json",
-             "max_abs": worst, "limit": TOLERANCES["pir-translate"].max_abs * scale, "samples": count,
-             "reference_engines": answer["engines"], "reference_engines_max_abs": answer["engine_max_abs"]}
-    return theirs, ours, check
+    log.info("PIR translation check: legacy program (Paddle 2.6) vs Paddle %s on %s, max abs %.3g", version, where, worst)
+    return {"engine": f"legacy program on paddle.static.Executor (Paddle 2.6) vs Paddle {version} on {where} (.json)",
+            "max_abs": worst, "limit": TOLERANCES["pir-translate"].max_abs * scale, "samples": int(count)}
 
 
 def export_paddle3_factory(cfg: ModelConfig, out_dir: Path, samples: Mapping[str, np.ndarray],

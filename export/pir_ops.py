@@ -414,6 +414,38 @@ def block_io(block) -> tuple[list[str], list[str]]:
     return [n for n in reads if outside(n) is not None], [n for n in writes if outside(n) is not None]
 
 
+def full_like(e, op) -> None:
+    """`paddle.full_like` / `zeros_like`: the fill value is a constant operand in PIR, an attribute of Paddle 2.6's
+    `fill_any_like` (which writes it so)."""
+    e.emit("fill_any_like", {"X": [e.inp(op, "x")]}, {"Out": [e.out(op, 0)]},
+           {"value": float(e.scalar(op, "value")), "dtype": e.var_dtype(op["outputs"][0][3])})
+
+
+PIR_NMS = {   # PIR op -> (its attributes with their legacy types, the legacy name of its count output)
+    "multiclass_nms3": ({"score_threshold": float, "nms_top_k": int, "keep_top_k": int, "nms_threshold": float,
+                         "normalized": bool, "nms_eta": float, "background_label": int}, "NmsRoisNum"),
+    "matrix_nms": ({"score_threshold": float, "post_threshold": float, "nms_top_k": int, "keep_top_k": int,
+                    "use_gaussian": bool, "gaussian_sigma": float, "background_label": int, "normalized": bool},
+                   "RoisNum"),
+}
+
+
+def nms(e, op, legacy: str) -> None:
+    """PaddleDetection's NMS ops (`ppdet.modeling.ops.multiclass_nms`, `paddle.vision.ops.matrix_nms`) as Paddle 2's
+    export writes them: BBoxes, Scores (and multiclass_nms3's RoisNum when given) in; Out rows [K, 6], Index and the
+    count per image out. The attributes stay attributes, every one required (a missing one is refused by name); the
+    build then keeps the op or cuts the graph before it (lite/nms.py)."""
+    types, count = PIR_NMS[legacy]
+    missing = [n for n in types if n not in op["attrs"]]
+    if missing:
+        e.unsupported(op, f"no attribute {', '.join(missing)} (this Paddle version's op differs from what edgekit knows)")
+    inputs = {"BBoxes": [e.inp(op, "bboxes")], "Scores": [e.inp(op, "scores")]}
+    if legacy == "multiclass_nms3" and e.has(op, "rois_num"):
+        inputs["RoisNum"] = [e.inp(op, "rois_num")]
+    e.emit(legacy, inputs, {"Out": [e.out(op, 0)], "Index": [e.out(op, 1)], count: [e.out(op, 2)]},
+           {name: kind(op["attrs"][name]) for name, kind in types.items()})
+
+
 def identity(e, op, operand: str = "x") -> None:
     """Ops that compute nothing at inference (dropout in eval mode, assign): the result is the operand."""
     e.alias(op, 0, operand)
@@ -445,7 +477,8 @@ def _build_table() -> dict[str, Callable]:
         "bilinear_interp": lambda e, op: interp(e, op, "bilinear_interp_v2"),
         "clip": clip, "cast": cast, "pow": pow_, "slice": slice_, "strided_slice": strided_slice, "gather": gather, "argmax": argmax,
         "shape": shape_, "shape64": shape_, "pad3d": pad3d, "where": where, "logical_not": logical_not,
-        "dropout": identity, "assign": identity, "if": if_, "while": while_,
+        "dropout": identity, "assign": identity, "if": if_, "while": while_, "full_like": full_like,
+        **{name: (lambda e, op, legacy=name: nms(e, op, legacy)) for name in PIR_NMS},
     })
     return table
 

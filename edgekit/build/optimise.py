@@ -3,7 +3,8 @@
 
     engine    an exported model: its reference engine agrees with Paddle Inference (export/inference.py)
     geometry  PaddleDetection's im_shape/scale_factor inputs written into the graph (export/geometry.py)
-    nms       an NMS op in the graph kept, or cut before it for the bundle's NMS (edgekit/verify/nms.py)
+    nms       an NMS op in the graph kept, or cut before it for the bundle's NMS (edgekit/verify/nms.py); a Paddle 3
+              source cut so takes its reference again from Paddle 3, at the NMS op's inputs (export/pir.py)
     fold      conv affine chains and decomposed activations folded, used only if it computes the same (export/fold.py)
 
 Each pass returns the program, its check against its input, and what the manifest records; the stage turns the
@@ -15,6 +16,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Mapping
+
+import numpy as np
 
 from edgekit.contracts.settings import BuildConfig
 from edgekit.core.errors import ConversionError
@@ -34,6 +38,8 @@ class Prepared:
     static: StaticModel
     evaluation: EvalSet
     calibration: Samples | None
+    bound: tuple[tuple[str, tuple[float, ...]], ...] = ()   # geometry inputs written into the graph, with their values
+    reference: tuple[np.ndarray, ...] | None = None          # a Paddle 3 source's reference, taken again after a cut
 
     def probe(self, count: int = 8) -> dict:
         return dict(self.evaluation.samples.head(count).inputs)
@@ -55,8 +61,8 @@ def engine_pass() -> Pass[Prepared]:
 
 
 def geometry_pass(work: Path, cfg: BuildConfig, source: str | None) -> Pass[Prepared]:
-    """`source`: "a Paddle 3 program" or "an ONNX import" (their references were taken with the inputs fed: the
-    inputs stay), None for a Paddle 2 program."""
+    """`source`: "an ONNX import" (ONNX Runtime judges the import after this pass, fed the inputs: they stay), None
+    for a Paddle 2 or Paddle 3 program (Paddle 3's reference was taken fed the values the pass writes in)."""
     from edgekit.export import geometry
 
     def run(p: Prepared) -> PassResult[Prepared]:
@@ -66,7 +72,8 @@ def geometry_pass(work: Path, cfg: BuildConfig, source: str | None) -> Pass[Prep
         if source is not None:
             log.warning("%s of %s not bound into the graph: the bundle keeps them as inputs", ", ".join(names), source)
             return PassResult(p, None, {"bound": None, "inputs": list(names),
-                                        "why": f"{source}: bound only in Paddle 2 programs (a factory or a .pdmodel) so far"})
+                                        "why": f"{source}: its judge (ONNX Runtime on the source) runs after this "
+                                               "pass, fed these inputs; bound in Paddle 2 and Paddle 3 programs"})
         found = geometry.bind(p.static, names, work / "geometry", p.probe(), layout(cfg))
         log.info("bound %s into the graph as %s", ", ".join(names), found.facts["bound"])
         (image,) = [f.name for f in found.model.feeds]
@@ -74,13 +81,17 @@ def geometry_pass(work: Path, cfg: BuildConfig, source: str | None) -> Pass[Prep
             geometry.check_fed(names, dict(p.calibration.inputs), image, layout(cfg), "calibration")
         evaluation = EvalSet(p.evaluation.samples.without(names), p.evaluation.task, p.evaluation.truth)
         calibration = p.calibration.without(names) if p.calibration is not None else None
-        return PassResult(Prepared(found.model, evaluation, calibration), found.check, found.facts)
+        bound = tuple((n, tuple(v)) for n, v in found.facts["bound"].items())
+        return PassResult(replace(p, static=found.model, evaluation=evaluation, calibration=calibration, bound=bound),
+                          found.check, found.facts)
 
     return Pass("geometry", run, error=ConversionError,
                 hint="report the model with this message: it cannot be bound safely")
 
 
-def nms_pass(work: Path, cfg: BuildConfig, paddle3: bool) -> Pass[Prepared]:
+def nms_pass(work: Path, cfg: BuildConfig, paddle3: Mapping | None) -> Pass[Prepared]:
+    """`paddle3`: a Paddle 3 source's translation report (its reference is Paddle 3's own inference of the source,
+    taken before this pass: a kept op leaves it as it is; a cut takes it again at the NMS op's inputs)."""
     from edgekit.lite.nms import NMS_OPS
     from edgekit.verify import nms
 
@@ -98,15 +109,31 @@ def nms_pass(work: Path, cfg: BuildConfig, paddle3: bool) -> Pass[Prepared]:
     def run(p: Prepared) -> PassResult[Prepared]:
         if not any(t in NMS_OPS for t in p.static.op_types):
             return PassResult(p)
-        if paddle3:   # its reference outputs (Paddle 3's own rows) were taken before any cut
-            raise ConversionError("a Paddle 3 program with NMS inside the graph is not supported: its reference is "
-                                  "taken from the whole graph", "export the model without NMS (boxes and scores as outputs)")
         static, task, entry = nms.decide(p.static, p.evaluation, TARGETS[cfg.target].opt_places, work / "nms",
                                          cfg.tool_timeout, emulator, cfg.model.nms)
         evaluation = EvalSet(p.evaluation.samples, task, p.evaluation.truth)
-        return PassResult(Prepared(static, evaluation, p.calibration), nms.as_check(entry), entry)
+        reference = p.reference
+        if paddle3 is not None and not entry["kept"]:
+            reference, entry["paddle3_reference"] = _paddle3_cut_reference(p, static, paddle3, entry["op"], work, cfg)
+        return PassResult(replace(p, static=static, evaluation=evaluation, reference=reference), nms.as_check(entry),
+                          entry)
 
     return Pass("nms", run, error=ConversionError)
+
+
+def _paddle3_cut_reference(p: Prepared, cut: StaticModel, report: Mapping, op_type: str, work: Path,
+                           cfg: BuildConfig) -> tuple[tuple[np.ndarray, ...], dict]:
+    """Paddle 3's boxes and scores at the source's NMS op on the evaluation set, the geometry inputs fed the values
+    the geometry pass wrote into the graph (the source program still reads them)."""
+    from edgekit.export.pir import reference_at_cut
+
+    inputs = dict(p.evaluation.samples.inputs)
+    count = len(next(iter(inputs.values())))
+    inputs.update({name: np.tile(np.float32(value), (count, 1)) for name, value in p.bound})
+    outputs, check = reference_at_cut(cut, report, inputs, op_type, work / "nms" / "paddle3-reference", cfg.tool_timeout)
+    log.info("the cut program's reference: Paddle 3 on the source up to %s (translation max abs %.3g)", op_type,
+             check["max_abs"])
+    return tuple(outputs), check
 
 
 def fold_pass(work: Path) -> Pass[Prepared]:

@@ -151,8 +151,9 @@ def paddle3_reference(rec: StageView) -> StageView:
     """Paddle 3's own inference of the source program on the evaluation set: every tier's reference. The translated
     program must compute the same (and, with truth, read the same in the task's metric)."""
     from edgekit.export.pir import reference
+    from edgekit.verify.nms import scored_as_rows
 
-    evaluation = rec.evaluation
+    evaluation = scored_as_rows(rec.static, rec.evaluation)     # an NMS op's rows, before optimise keeps or cuts it
     outputs, ours, check = reference(rec.static, rec.paddle3.to_json(), dict(evaluation.inputs), rec.work / "paddle3-reference",
                                      rec.cfg.tool_timeout)
     figures = None
@@ -181,11 +182,13 @@ def prune(rec: StageView) -> StageView:
 
 
 @declares(reads=("static", "evaluation", "?calibration", "?paddle3", "?onnx_import"),
-          writes=("passes", "?static", "?feeds", "?evaluation", "?calibration", "?geometry", "?nms", "?folding"))
+          writes=("passes", "?static", "?feeds", "?evaluation", "?calibration", "?geometry", "?nms", "?folding",
+                  "?reference"))
 def optimise(rec: StageView) -> StageView:
     """The FP32 program's transforms as passes of the pass manager (edgekit/build/optimise.py), each checked against
     its input: the reference engine cross-checked (an exported model), PaddleDetection's geometry inputs bound, an
-    NMS op kept or cut, the graph folded (`[build] fold`)."""
+    NMS op kept or cut, the graph folded (`[build] fold`). A Paddle 3 source whose NMS op is cut gets its reference
+    again: Paddle 3's values at the op's inputs."""
     from edgekit.build import optimise as opt
     from edgekit.model.passes import run_passes
 
@@ -193,7 +196,8 @@ def optimise(rec: StageView) -> StageView:
     source = ("a Paddle 3 program" if rec.paddle3 is not None else "an ONNX import" if rec.onnx_import is not None
               else None)
     passes = ([opt.engine_pass()] if cfg.model.factory is None and source is None else []) + [
-        opt.geometry_pass(rec.work, cfg, source), opt.nms_pass(rec.work, cfg, rec.paddle3 is not None)]
+        opt.geometry_pass(rec.work, cfg, "an ONNX import" if rec.onnx_import is not None else None),
+        opt.nms_pass(rec.work, cfg, rec.paddle3.to_json() if rec.paddle3 is not None else None)]
     if cfg.fold:
         passes.append(opt.fold_pass(rec.work))
     state, records = run_passes(opt.Prepared(rec.static, rec.evaluation, rec.calibration), passes)
@@ -202,7 +206,8 @@ def optimise(rec: StageView) -> StageView:
     return rec.with_(static=state.static, feeds=state.static.feeds, evaluation=state.evaluation,
                      calibration=state.calibration, geometry=Geometry.of(geometry) if geometry is not None else None,
                      nms=NmsDecision.of(nms) if nms is not None else None,
-                     folding=Folding.of(folding) if folding is not None else None, passes=records)
+                     folding=Folding.of(folding) if folding is not None else None, passes=records,
+                     **({"reference": state.reference} if state.reference is not None else {}))
 
 
 @declares(reads=("static", "evaluation", "onnx_import"), writes=("onnx_import", "reference"))

@@ -153,6 +153,19 @@ def decide(model: StaticModel, evaluation, places: str, work: Path, timeout: flo
     return cut_model, cut_task, entry
 
 
+def scored_as_rows(model: StaticModel, evaluation):
+    """`evaluation` with the task a graph holding an NMS op has before the keep-or-cut decision: its rows as they are
+    (head `nms`, the op's threshold and cap), whatever head the data's truth names (e.g. `anchor_free`, which the
+    decision's cut gives). Unchanged without an NMS op, a detection task or one already reading rows."""
+    from edgekit.model.evalset import EvalSet
+
+    task = evaluation.task
+    ops = find_nms(model)
+    if len(ops) != 1 or task is None or task.kind.value != "detection" or task.options().get("head") == "nms":
+        return evaluation
+    return EvalSet(evaluation.samples, kept_task(ops[0], task), evaluation.truth)
+
+
 def as_check(entry: dict | None) -> SameCheck | None:
     """`decide`'s verdict in the shape every transform's check has (the pass manager's): kept, the x86 twin's rows
     against Paddle's (tier A of the probe); cut, the bundle's NMS on the cut graph against the op's rows (the share

@@ -175,6 +175,38 @@ def test_object_detection_sample_picks_the_image_feed():
         check_against_program(desc, [feeds[0], InputSpec("image", (-1, 3, 416, 416)), feeds[2]])
 
 
+PADDLEX3_DETECTOR_HPI = """Hpi:
+  backend_configs:
+    paddle_infer:
+      trt_dynamic_shapes: &id001
+        im_shape:
+        - [1, 2]
+        - [1, 2]
+        - [1, 2]
+        image:
+        - [1, 3, 320, 320]
+        - [1, 3, 320, 320]
+        - [1, 3, 320, 320]
+        scale_factor:
+        - [1, 2]
+        - [1, 2]
+        - [1, 2]
+    tensorrt:
+      dynamic_shapes: *id001
+"""
+
+
+def test_a_paddlex3_detectors_hpi_shapes_name_the_image_not_im_shape(tmp_path):
+    """PaddleX 3 writes a detector's Hpi shapes with the inputs sorted by name, im_shape ([N, 2]) first: the image
+    input is the one they state, and the yml does not contradict its own Resize."""
+    text = (DATA / "PicoDet-S" / "inference.yml").read_text(encoding="utf-8") + PADDLEX3_DETECTOR_HPI
+    desc = read_model_yml(write(tmp_path, text))
+    assert desc.input_name == "image" and desc.input_shape == (-1, 3, 320, 320)
+    assert desc.typical_shape == (-1, 3, 320, 320)
+    feeds = [InputSpec("image", (-1, 3, 320, 320)), InputSpec("im_shape", (-1, 2)), InputSpec("scale_factor", (-1, 2))]
+    assert check_against_program(desc, feeds).input_name == "image"
+
+
 def test_semantic_segmentation_sample():
     desc = sample("PP-LiteSeg-T")
     assert (desc.dialect, desc.paddlex_task, desc.kind, desc.input_shape) == (

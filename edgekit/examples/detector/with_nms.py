@@ -11,7 +11,8 @@ per-image count `bbox_num` [N] (int32).
 
 The build finds the NMS op and decides whether Lite keeps it (lite/nms.py); the manifest's `model.nms`
 says what it decided and why. `create_matrix` ends in `matrix_nms` instead (PP-YOLOv2-style decayed scores);
-`create_paddledet` takes PaddleDetection's `im_shape` and `scale_factor` inputs as well (`paddledet.toml`).
+`create_paddledet` takes PaddleDetection's `im_shape` and `scale_factor` inputs as well (`paddledet.toml`); saved by
+Paddle 3 as PIR with PaddleX's inference.yml, it is the PaddleX 3 detector folder of `paddlex3.py`.
 """
 
 from __future__ import annotations
@@ -41,10 +42,12 @@ def anchor_points() -> tuple[np.ndarray, np.ndarray]:
 
 
 def multiclass_nms3(boxes, scores, score_threshold: float, nms_top_k: int, keep_top_k: int, nms_iou: float):
-    """Paddle's `multiclass_nms3` op (no public Python API in Paddle 2.6): rows [K, 6] and the count per image."""
+    """Paddle's `multiclass_nms3` op (no public Python API in Paddle 2.6): rows [K, 6] and the count per image.
+    Called as PaddleDetection's `ops.multiclass_nms` calls it: the `_C_ops` function in dynamic mode and when Paddle 3
+    traces into a PIR program, the legacy op otherwise (Paddle 2.6's static graph)."""
     attrs = {"background_label": -1, "score_threshold": score_threshold, "nms_top_k": nms_top_k,
              "nms_threshold": nms_iou, "keep_top_k": keep_top_k, "nms_eta": 1.0, "normalized": True}
-    if paddle.in_dynamic_mode():
+    if getattr(paddle.framework, "in_dynamic_or_pir_mode", paddle.in_dynamic_mode)():
         out, _, count = paddle._C_ops.multiclass_nms3(boxes, scores, None, score_threshold, nms_top_k, keep_top_k,
                                                       nms_iou, True, 1.0, -1)
         return out, count
