@@ -50,6 +50,9 @@ CORES = {
                     "resnet50": (616.68, 473.00)}),
 }
 
+MODEL_NAMES = {"mobilenet_v1": "MobileNetV1", "mobilenet_v2": "MobileNetV2", "mobilenet_v3_large": "MobileNetV3-Large",
+               "mobilenet_v3_small": "MobileNetV3-Small", "resnet50": "ResNet50"}
+
 # cost models: each group's instructions share one cost; simpler first (ties in LOO error go to the simpler one)
 CANDIDATES = {
     "total": (("dot_product", "simd_rest", "load_store", "branch", "other"),),
@@ -167,12 +170,12 @@ def chosen_out_of_sample(counts: Mapping[str, Mapping], core: Core, models: Sequ
 def markdown_rows(core: Core, rows: Mapping[str, dict]) -> list[str]:
     """docs/costs.md's leave-one-model-out table rows of one core (model, published, predicted, error, speed-ups)."""
     def pct(v: float) -> str:
-        return f"{v:+.1f}".replace("-", "\u2212")
+        return f"{v or 0.0:+.1f}".replace("-", "\u2212")      # -0.0 shows as +0.0
     lines = []
     for i, (model, r) in enumerate(rows.items()):
         pub, pred, err = r["published_ms"], r["predicted_ms"], r["error_pct"]
-        lines.append(f"| {core.label if i == 0 else ''} | {model} | {pub[0]:.2f} / {pub[1]:.2f} | "
-                     f"{pred[0]:.2f} / {pred[1]:.2f} | {pct(err[0])} / {pct(err[1])} % | "
+        lines.append(f"| {core.label if i == 0 else ''} | {MODEL_NAMES.get(model, model)} | "
+                     f"{pub[0]:.2f} / {pub[1]:.2f} | {pred[0]:.2f} / {pred[1]:.2f} | {pct(err[0])} / {pct(err[1])} % | "
                      f"{r['speedup_published']:.2f} | {r['speedup_predicted']:.2f} |")
     return lines
 
@@ -184,9 +187,14 @@ def markdown_rows(core: Core, rows: Mapping[str, dict]) -> list[str]:
 ESTIMATE_SOURCE = ("Paddle-Lite v2.11 benchmark.md (1 thread, 5 models x FP32/INT8); cost model per core chosen by "
                    "leave-one-model-out error: bench/bench_costs.py, docs/costs.md")
 ESTIMATES = {
-    "snapdragon865": {"model": "total", "ns_per_instruction": {"total": 0.1634},
-                      "loo_error_pct": {"median": 5.5, "max": 16.1}},
-    "rk3399": {"model": "total", "ns_per_instruction": {"total": 0.5743}, "loo_error_pct": {"median": 13.6, "max": 36.8}},
+    "snapdragon865": {"model": "dot+simd+load_store+scalar",
+                      "ns_per_instruction": {"dot_product": 0.1168, "simd_rest": 0.1452, "load_store": 0.2944,
+                                             "branch+other": 0.1099},
+                      "loo_error_pct": {"median": 5.8, "max": 11.8}},
+    "rk3399": {"model": "per_class",
+               "ns_per_instruction": {"dot_product": 0.0, "simd_rest": 0.262, "load_store": 2.3101, "branch": 0.0,
+                                      "other": 2.0732},
+               "loo_error_pct": {"median": 8.1, "max": 13.0}},
 }
 
 

@@ -114,3 +114,57 @@ def test_the_estimate_uses_each_core_s_path_and_cost_model():
     sd865 = latency.CORES["snapdragon865"].label
     assert latency.estimate(paths, "int8-weight")["cores"][sd865]["kernel_path"] == "default"
     assert latency.estimate({"default": paths["default"]}, "int8") is None      # armv7-style counts: no a55 path
+
+
+def _measured():
+    data = json.loads(MEASURED.read_text(encoding="utf-8"))
+    return data["counts"], data["models"]
+
+
+def test_the_shipped_fit_is_the_one_the_measured_counts_give():
+    table, models = _measured()
+    for key, core in latency.CORES.items():
+        found = latency.evaluate(table, core, models)
+        chosen = latency.choose(found)
+        shipped = latency.ESTIMATES[key]
+        assert shipped["model"] == chosen, key
+        assert shipped["ns_per_instruction"] == found[chosen]["ns_per_instruction"], key
+        assert shipped["loo_error_pct"] == found[chosen]["loo_error_pct"], key
+
+
+def test_the_docs_show_the_shipped_fit_s_leave_one_model_out_errors():
+    table, models = _measured()
+    doc = (ROOT / "docs" / "costs.md").read_text(encoding="utf-8")
+    for key, core in latency.CORES.items():
+        found = latency.evaluate(table, core, models)
+        for line in latency.markdown_rows(core, found[latency.choose(found)]["loo"]):
+            assert line in doc, line
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    maxima = [latency.ESTIMATES[key]["loo_error_pct"]["max"] for key in ("snapdragon865", "rk3399")]
+    assert f"max error: Snapdragon 865 {maxima[0]:.1f} %, RK3399 {maxima[1]:.1f} %" in readme
+
+
+def test_inspect_shows_the_estimate_with_its_leave_one_model_out_errors(tmp_path):
+    from untrusted_bundles import make_bundle
+
+    from edgekit.consumers import inspection
+
+    per_path = {p: {"kernel_path": k, "first_inference": 2 * 10**8,
+                    "per_inference": counts(simd=60e6, ls=25e6, br=10e6, other=5e6)}
+                for p, k in (("default", "neon"), ("a55", "dotprod"))}
+    for entry in per_path.values():
+        entry["per_inference"] = {k: int(v) for k, v in entry["per_inference"].items()}
+    found = {"ran": True, "paths": per_path, "latency_estimate": latency.estimate(per_path, "fp32")}
+
+    def edit(m):
+        m["emulation"] = {"ran": True, "samples": 1, "abi": "aarch64", "runtime_version": "v2.13-rc",
+                          "int8_kernels": "neon", "ms_per_sample_median": 1.0, "instruction_counts": found}
+
+    text = "\n".join(inspection.describe(make_bundle(tmp_path, edit=edit))["text"])
+    line = next(t for t in text.splitlines() if "latency estimate" in t)
+    assert "not a measurement" in line and "leave-one-model-out" in line
+    for key, shipped in latency.ESTIMATES.items():
+        core = latency.CORES[key]
+        ms = found["latency_estimate"]["cores"][core.label]["ms"]
+        errors = shipped["loo_error_pct"]
+        assert f"{core.label} ~{ms:g} ms (median ±{errors['median']:g} %, max ±{errors['max']:g} %)" in line
