@@ -109,7 +109,9 @@ def validate(counts: dict, models: list[str]) -> dict:
         nested = latency.chosen_out_of_sample(counts, core, models) if len(models) >= 4 else {}
         out[key] = {"core": core.label, "kernel_paths": dict(core.paths), "chosen": chosen,
                     "shipped_as": {"model": chosen, "ns_per_instruction": evaluated[chosen]["ns_per_instruction"],
-                                   "loo_error_pct": evaluated[chosen]["loo_error_pct"]},
+                                   "loo_error_pct": evaluated[chosen]["loo_error_pct"],
+                                   "fitted_shares_pct": latency.share_ranges(counts, core, models,
+                                                                             latency.CANDIDATES[chosen])},
                     "choice_out_of_sample": ({"rows": nested, "loo_error_pct": latency.summary(nested)}
                                              if nested else None),
                     "rank_order": ranks, "candidates": evaluated}

@@ -174,6 +174,10 @@ def _count_lines(emulation: Emulation | None) -> list[str]:
                          f"{core} ~{e.ms:g} ms (median ±{e.median_error_pct:g} %"
                          + (f", max ±{e.max_error_pct:g} %)" if e.max_error_pct is not None else ")")
                          for core, e in counts.latency.items()))
+        for core, e in counts.latency.items():
+            if e.outside_fit:
+                lines.append(f"    {core}: extrapolated, the class mix is outside the fitted models': "
+                             + "; ".join(e.outside_fit))
     return lines
 
 

@@ -167,6 +167,29 @@ def chosen_out_of_sample(counts: Mapping[str, Mapping], core: Core, models: Sequ
     return out
 
 
+def share_ranges(counts: Mapping[str, Mapping], core: Core, models: Sequence[str],
+                 groups: Sequence[Sequence[str]]) -> dict[str, list[float]]:
+    """The smallest and largest share (%) of each group's instructions over the points the costs were fitted on: the
+    class mix the fit has seen. A bundle outside it is an extrapolation the LOO error says nothing about."""
+    shares = {group_name(g): [] for g in groups}
+    for per_inference, _ in points_of(counts, core, models):
+        for g, value in zip(groups, features(per_inference, groups)):
+            shares[group_name(g)].append(100 * value / per_inference["total"])
+    return {name: [round(min(v), 1), round(max(v), 1)] for name, v in shares.items()}
+
+
+def outside_fit(per_inference: Mapping[str, int], model: str, fitted: Mapping[str, Sequence[float]]) -> list[str]:
+    """The groups whose share of `per_inference` lies outside the shares the costs were fitted on, one phrase each."""
+    total = per_inference["total"] or 1
+    found = []
+    for g, value in zip(CANDIDATES[model], features(per_inference, CANDIDATES[model])):
+        low, high = fitted[group_name(g)]
+        share = 100 * value / total
+        if round(share, 1) < low or round(share, 1) > high:
+            found.append(f"{group_name(g)} {share:.1f} % of the instructions (fitted on {low:g}-{high:g} %)")
+    return found
+
+
 def markdown_rows(core: Core, rows: Mapping[str, dict]) -> list[str]:
     """docs/costs.md's leave-one-model-out table rows of one core (model, published, predicted, error, speed-ups)."""
     def pct(v: float) -> str:
@@ -183,18 +206,23 @@ def markdown_rows(core: Core, rows: Mapping[str, dict]) -> list[str]:
 # ----------------------------------------------------------------- the shipped fit
 
 # What `evaluate` + `choose` give on the counts bench_costs.py measured (tests/data/costs/bench_costs_counts.json;
-# tests/unit/test_latency_fit.py refits them and checks these figures and docs/costs.md's table).
+# tests/unit/test_latency_fit.py refits them and checks these figures and docs/costs.md's table), with the class mix
+# the costs were fitted on (`share_ranges`): an estimate outside it says so (`outside_fit`).
 ESTIMATE_SOURCE = ("Paddle-Lite v2.11 benchmark.md (1 thread, 5 models x FP32/INT8); cost model per core chosen by "
                    "leave-one-model-out error: bench/bench_costs.py, docs/costs.md")
 ESTIMATES = {
     "snapdragon865": {"model": "dot+simd+load_store+scalar",
                       "ns_per_instruction": {"dot_product": 0.1168, "simd_rest": 0.1452, "load_store": 0.2944,
                                              "branch+other": 0.1099},
-                      "loo_error_pct": {"median": 5.8, "max": 11.8}},
+                      "loo_error_pct": {"median": 5.8, "max": 11.8},
+                      "fitted_shares_pct": {"dot_product": [0.0, 61.9], "simd_rest": [9.4, 81.4],
+                                            "load_store": [15.1, 23.4], "branch+other": [3.5, 17.7]}},
     "rk3399": {"model": "per_class",
                "ns_per_instruction": {"dot_product": 0.0, "simd_rest": 0.262, "load_store": 2.3101, "branch": 0.0,
                                       "other": 2.0732},
-               "loo_error_pct": {"median": 8.1, "max": 13.0}},
+               "loo_error_pct": {"median": 8.1, "max": 13.0},
+               "fitted_shares_pct": {"dot_product": [0.0, 0.0], "simd_rest": [68.8, 88.0], "load_store": [6.9, 19.4],
+                                     "branch": [1.3, 4.7], "other": [2.1, 7.5]}},
 }
 
 
@@ -218,7 +246,9 @@ def estimate(paths: Mapping[str, Mapping], precision: str) -> dict | None:
                                                     shipped["ns_per_instruction"]), 2),
                              "kernel_path": core.paths[kind], "cost_model": shipped["model"],
                              "ns_per_instruction": dict(shipped["ns_per_instruction"]),
-                             "loo_error_pct": dict(shipped["loo_error_pct"])}
+                             "loo_error_pct": dict(shipped["loo_error_pct"]),
+                             "outside_fit": outside_fit(counted["per_inference"], shipped["model"],
+                                                        shipped["fitted_shares_pct"])}
     return {"label": "estimate from instruction counts, not a measurement", "source": ESTIMATE_SOURCE,
             "cannot_know": "memory bandwidth and caches, big.LITTLE scheduling, thermal limits, other threads",
             "cores": cores}

@@ -116,6 +116,31 @@ def test_the_estimate_uses_each_core_s_path_and_cost_model():
     assert latency.estimate({"default": paths["default"]}, "int8") is None      # armv7-style counts: no a55 path
 
 
+def test_an_estimate_outside_the_fitted_class_mix_says_so():
+    fitted = {"simd_rest": [60.0, 90.0], "load_store": [5.0, 20.0], "branch": [1.0, 5.0], "other": [2.0, 8.0],
+              "dot_product": [0.0, 0.0]}
+    inside = counts(simd=70, ls=15, br=5, other=10)               # other 10 %: outside 2-8
+    assert latency.outside_fit(inside, "per_class", fitted) == [
+        "other 10.0 % of the instructions (fitted on 2-8 %)"]
+    assert latency.outside_fit(counts(simd=75, ls=15, br=3, other=7), "per_class", fitted) == []
+    # the measured models themselves are inside the shipped fits' mix; PP-OCRv4 det FP32 as built (docs/costs.md:
+    # branch + other 61 % of 917 M) is not, on either core
+    table, models = _measured()
+    for key, shipped in latency.ESTIMATES.items():
+        core = latency.CORES[key]
+        for m in models:
+            for p in latency.PRECISIONS:
+                assert latency.outside_fit(table[m][p][core.paths[p]], shipped["model"],
+                                           shipped["fitted_shares_pct"]) == [], (key, m, p)
+    det = counts(simd=246_723_251, ls=107_310_856, br=163_259_252, other=399_893_449)
+    estimate = latency.estimate({"default": {"per_inference": det}}, "fp32")["cores"]
+    assert estimate["Snapdragon 865 (Cortex-A77)"]["outside_fit"] == [
+        "load_store 11.7 % of the instructions (fitted on 15.1-23.4 %)",
+        "branch+other 61.4 % of the instructions (fitted on 3.5-17.7 %)"]
+    assert [x.split()[:2] for x in estimate["RK3399 (Cortex-A72)"]["outside_fit"]] == [
+        ["simd_rest", "26.9"], ["branch", "17.8"], ["other", "43.6"]]
+
+
 def _measured():
     data = json.loads(MEASURED.read_text(encoding="utf-8"))
     return data["counts"], data["models"]
@@ -130,6 +155,7 @@ def test_the_shipped_fit_is_the_one_the_measured_counts_give():
         assert shipped["model"] == chosen, key
         assert shipped["ns_per_instruction"] == found[chosen]["ns_per_instruction"], key
         assert shipped["loo_error_pct"] == found[chosen]["loo_error_pct"], key
+        assert shipped["fitted_shares_pct"] == latency.share_ranges(table, core, models, latency.CANDIDATES[chosen])
 
 
 def test_the_docs_show_the_shipped_fit_s_leave_one_model_out_errors():
@@ -150,7 +176,7 @@ def test_inspect_shows_the_estimate_with_its_leave_one_model_out_errors(tmp_path
     from edgekit.consumers import inspection
 
     per_path = {p: {"kernel_path": k, "first_inference": 2 * 10**8,
-                    "per_inference": counts(simd=60e6, ls=25e6, br=10e6, other=5e6)}
+                    "per_inference": counts(simd=60e6, ls=15e6, br=10e6, other=5e6)}
                 for p, k in (("default", "neon"), ("a55", "dotprod"))}
     for entry in per_path.values():
         entry["per_inference"] = {k: int(v) for k, v in entry["per_inference"].items()}
@@ -168,3 +194,6 @@ def test_inspect_shows_the_estimate_with_its_leave_one_model_out_errors(tmp_path
         ms = found["latency_estimate"]["cores"][core.label]["ms"]
         errors = shipped["loo_error_pct"]
         assert f"{core.label} ~{ms:g} ms (median ±{errors['median']:g} %, max ±{errors['max']:g} %)" in line
+    # branch 11.1 % of the instructions (and SIMD 66.7 %): outside what RK3399's costs were fitted on
+    extrapolated = next(t for t in text.splitlines() if t.startswith("    RK3399 (Cortex-A72): extrapolated"))
+    assert "branch 11.1 % of the instructions (fitted on 1.3-4.7 %)" in extrapolated
