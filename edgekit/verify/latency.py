@@ -212,8 +212,8 @@ ESTIMATE_SOURCE = ("Paddle-Lite v2.11 benchmark.md (1 thread, 5 models x FP32/IN
                    "leave-one-model-out error: bench/bench_costs.py, docs/costs.md")
 ESTIMATES = {
     "snapdragon865": {"model": "dot+simd+load_store+scalar",
-                      "ns_per_instruction": {"dot_product": 0.1168, "simd_rest": 0.1452, "load_store": 0.2944,
-                                             "branch+other": 0.1099},
+                      "ns_per_instruction": {"dot_product": 0.1168, "simd_rest": 0.1452, "load_store": 0.2942,
+                                             "branch+other": 0.1101},
                       "loo_error_pct": {"median": 5.8, "max": 11.8},
                       "fitted_shares_pct": {"dot_product": [0.0, 61.9], "simd_rest": [9.4, 81.4],
                                             "load_store": [15.1, 23.4], "branch+other": [3.5, 17.7]}},
