@@ -4,15 +4,19 @@ device latency.
 Builds MobileNetV1, V2, V3-Large, V3-Small and ResNet50 (random weights, 1x3x224x224) as FP32 and INT8 (PaddleSlim
 PTQ, 8 random calibration images) arm64 .nb files through edgekit's own export / quantize / opt functions, counts one
 inference of each on the plain NEON path (`default`: Cortex-A53/A72 kernels) and the dot-product path (`a55`), and
-fits per core the simplest cost model, latency = k x instructions (and, beside it, a per-class one), against
+fits per core every cost model of edgekit/verify/latency.py (one cost per instruction up to one per class) against
 Paddle-Lite v2.11's published table (docs/performance/benchmark.md, 1 thread, ms): Snapdragon 865 (Cortex-A77,
-dot product: INT8 counted on the a55 path) and RK3399 (Cortex-A72: the plain NEON path). Reports leave-one-model-out
-errors, predicted vs published INT8/FP32 speed-ups and the rank order; and, on MobileNetV2, how much the weights
+dot product: INT8 counted on the a55 path) and RK3399 (Cortex-A72: the plain NEON path). Reports per core and cost
+model the costs, leave-one-model-out errors, predicted vs published INT8/FP32 speed-ups, which model the LOO error
+chooses (and the choice validated out of sample) and the rank order; and, on MobileNetV2, how much the weights
 (random vs trained-like: BN statistics recalibrated, half the weights zeroed) move the count.
 
     EDGEKIT_LITE_ARM=/work/shared/lite-arm ./run python bench/bench_costs.py [--models mobilenet_v2,...] [--out DIR]
+    ./run python bench/bench_costs.py --fit tests/data/costs/bench_costs_counts.json [--markdown]
 
-Prints JSON (and writes it to OUT/bench_costs.json). ResNet50 under qemu takes minutes per inference.
+Prints JSON (and writes it to OUT/bench_costs.json). ResNet50 under qemu takes minutes per inference. `--fit FILE`
+refits counts measured before (a bench_costs.json, or the copy kept in tests/data/costs/) without counting;
+`--markdown` prints docs/costs.md's leave-one-model-out table of the chosen fits instead of JSON.
 `--bundles B... [--processes N]` counts existing bundles instead (golden input 0, every kernel path, N processes
 each (3), with the plugin's slowdown).
 """
@@ -29,15 +33,6 @@ from pathlib import Path
 import numpy as np
 
 MODELS = ("mobilenet_v1", "mobilenet_v2", "mobilenet_v3_large", "mobilenet_v3_small", "resnet50")
-# Paddle-Lite release/v2.11 docs/performance/benchmark.md, 1 thread, ms: (fp32, int8)
-PUBLISHED = {
-    "snapdragon865": {"mobilenet_v1": (28.38, 11.18), "mobilenet_v2": (18.52, 10.37), "mobilenet_v3_large": (14.46, 8.03),
-                      "mobilenet_v3_small": (4.73, 2.89), "resnet50": (160.97, 64.50)},
-    "rk3399": {"mobilenet_v1": (103.39, 77.60), "mobilenet_v2": (73.37, 56.66), "mobilenet_v3_large": (63.34, 46.66),
-               "mobilenet_v3_small": (21.67, 15.83), "resnet50": (616.68, 473.00)},
-}
-CORE_PATH = {"snapdragon865": {"fp32": "default", "int8": "a55"}, "rk3399": {"fp32": "default", "int8": "default"}}
-CLASS_GROUPS = (("simd_fp",), ("load_store",), ("branch", "other"))   # the per-class model's three costs
 
 
 def build_models(name: str, folder: Path, rng, trained_like: bool = False) -> dict:
@@ -92,56 +87,42 @@ def count(emulator, nb: Path, sample, cache: Path) -> dict:
     return {path: c["per_inference"] for path, c in found["paths"].items()} | {"seconds": found["seconds"]}
 
 
-def features(counts: dict, model: str, core: str, precision: str, per_class: bool) -> np.ndarray:
-    c = counts[model][precision][CORE_PATH[core][precision]]
-    if not per_class:
-        return np.array([c["total"]], dtype=float)
-    return np.array([sum(c[k] for k in group) for group in CLASS_GROUPS], dtype=float)
-
-
-def fit(counts: dict, core: str, models: list[str], per_class: bool) -> np.ndarray:
-    """Non-negative least squares on relative error (each latency weighs the same): ms per instruction (per class)."""
-    from scipy.optimize import nnls
-
-    rows, target = [], []
-    for m in models:
-        for i, precision in enumerate(("fp32", "int8")):
-            published = PUBLISHED[core][m][i]
-            rows.append(features(counts, m, core, precision, per_class) / published)
-            target.append(1.0)
-    coef, _ = nnls(np.array(rows), np.array(target))
-    return coef
-
-
-def validate(counts: dict, models: list[str], per_class: bool) -> dict:
+def validate(counts: dict, models: list[str]) -> dict:
+    """Per core: every cost model's costs and leave-one-model-out table, the one LOO error chooses, that choice
+    validated out of sample, and the rank order of the chosen model's LOO predictions."""
     from scipy.stats import spearmanr
 
+    from edgekit.verify import latency
+
     out = {}
-    for core in PUBLISHED:
-        coef_all = fit(counts, core, models, per_class)
-        rows, predicted = [], {}
-        for m in models:
-            held_out = [o for o in models if o != m]
-            coef = fit(counts, core, held_out, per_class) if len(held_out) >= (3 if per_class else 1) else coef_all
-            pred = [float(features(counts, m, core, p, per_class) @ coef) for p in ("fp32", "int8")]
-            pub = PUBLISHED[core][m]
-            predicted[m] = pred
-            rows.append({"model": m, "published_ms": list(pub), "predicted_ms_loo": [round(v, 2) for v in pred],
-                         "error_pct_loo": [round(100 * (p - q) / q, 1) for p, q in zip(pred, pub)],
-                         "speedup_published": round(pub[0] / pub[1], 2), "speedup_predicted": round(pred[0] / pred[1], 2)})
+    for key, core in latency.CORES.items():
+        evaluated = latency.evaluate(counts, core, models)
+        chosen = latency.choose(evaluated)
+        rows = evaluated[chosen]["loo"]
         ranks = {}
-        for i, precision in enumerate(("fp32", "int8")):
-            pub = [PUBLISHED[core][m][i] for m in models]
-            pred = [predicted[m][i] for m in models]
+        for i, precision in enumerate(latency.PRECISIONS):
+            pub = [core.published[m][i] for m in models]
+            pred = [rows[m]["predicted_ms"][i] for m in models]
             ranks[precision] = {"published_order": [m for _, m in sorted(zip(pub, models))],
                                 "predicted_order": [m for _, m in sorted(zip(pred, models))],
                                 "spearman": round(float(spearmanr(pub, pred).correlation), 3)}
-        errors = [abs(e) for r in rows for e in r["error_pct_loo"]]
-        unit = [f"ns per {'+'.join(g)} instruction" for g in CLASS_GROUPS] if per_class else ["ns per instruction"]
-        out[core] = {"coefficients_all_models": dict(zip(unit, [round(c * 1e6, 4) for c in coef_all])),
-                     "models": rows, "rank_order": ranks,
-                     "loo_abs_error_pct": {"median": round(float(np.median(errors)), 1), "max": round(max(errors), 1)}}
+        nested = latency.chosen_out_of_sample(counts, core, models) if len(models) >= 4 else {}
+        out[key] = {"core": core.label, "kernel_paths": dict(core.paths), "chosen": chosen,
+                    "shipped_as": {"model": chosen, "ns_per_instruction": evaluated[chosen]["ns_per_instruction"],
+                                   "loo_error_pct": evaluated[chosen]["loo_error_pct"],
+                                   "fitted_shares_pct": latency.share_ranges(counts, core, models,
+                                                                             latency.CANDIDATES[chosen])},
+                    "choice_out_of_sample": ({"rows": nested, "loo_error_pct": latency.summary(nested)}
+                                             if nested else None),
+                    "rank_order": ranks, "candidates": evaluated}
     return out
+
+
+def markdown(validation: dict) -> str:
+    from edgekit.verify import latency
+
+    return "\n".join(line for key, v in validation.items()
+                     for line in latency.markdown_rows(latency.CORES[key], v["candidates"][v["chosen"]]["loo"]))
 
 
 def bundle_counts(paths: list[Path], runtime: Path, processes: int = 3) -> dict:
@@ -200,7 +181,18 @@ def main() -> None:
     parser.add_argument("--bundles", type=Path, nargs="+", help="instead: count these bundles (golden input 0; "
                         "spread over --processes processes, plugin slowdown)")
     parser.add_argument("--processes", type=int, default=3, help="--bundles: counting processes per kernel path")
+    parser.add_argument("--fit", type=Path, help="instead: refit the counts of this JSON (bench_costs.json or "
+                        "tests/data/costs/bench_costs_counts.json), no counting")
+    parser.add_argument("--markdown", action="store_true", help="--fit: print docs/costs.md's LOO table rows")
     args = parser.parse_args()
+    if args.fit:
+        stored = json.loads(args.fit.read_text(encoding="utf-8"))
+        models = stored.get("models") or [m for m in MODELS if m in stored["counts"]]
+        validation = validate(stored["counts"], models)
+        print(markdown(validation) if args.markdown else
+              json.dumps({"bench": "costs-fit", "counts_from": str(args.fit), "models": models,
+                          "validation": validation}, indent=2))
+        return
     from edgekit.contracts.settings import EmulationConfig
     from edgekit.verify.emulator import Emulator
 
@@ -225,12 +217,10 @@ def main() -> None:
         timing[name] = round(time.monotonic() - start, 1)
         partial.write_text(json.dumps({"counts": counts, "seconds": timing}, indent=2))
         print(f"bench_costs: {name} done in {timing[name]} s", file=sys.stderr, flush=True)
-    result = {"bench": "costs", "input": "1x3x224x224, random N(0,1) image", "counts": counts, "seconds": timing,
-              "published": PUBLISHED, "core_paths": CORE_PATH}
-    if len(models) >= 2:
-        result["validation_total"] = validate(counts, models, per_class=False)
-    if len(models) >= 4:
-        result["validation_per_class"] = validate(counts, models, per_class=True)
+    result = {"bench": "costs", "input": "1x3x224x224, random N(0,1) image", "models": models, "counts": counts,
+              "seconds": timing}
+    if len(models) >= 3:
+        result["validation"] = validate(counts, models)
     if not args.no_weights_check and "mobilenet_v2" in models:
         trained = build_models("mobilenet_v2", args.out / "mobilenet_v2-trained-like", np.random.default_rng(0), True)
         other = {p: count(emulator, trained[p], trained["sample"], cache) for p in ("fp32", "int8")}

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from edgekit.contracts.manifest import Manifest
-from edgekit.verify.counts import CLASSES, estimate
+from edgekit.verify.counts import CLASSES
+from edgekit.verify.latency import estimate
 from edgekit.core.errors import ConfigError, InputModelError
 from edgekit.core.tables import CPU_PROFILES
 

@@ -169,8 +169,15 @@ def _count_lines(emulation: Emulation | None) -> list[str]:
         lines.append(f"    {path} ({c.kernel_path} kernels): {c.total:,} "
                      f"({one['simd_fp'] / max(1, c.total):.0%} SIMD/FP{dot}); first run {c.first_inference:,}")
     if counts.latency:
-        lines.append("  latency estimate (from the counts, not a measurement; 1 thread): " + ", ".join(
-            f"{core} ~{e.ms:g} ms (±{e.median_error_pct:g} % median error)" for core, e in counts.latency.items()))
+        lines.append("  latency estimate (from the counts, not a measurement; 1 thread; leave-one-model-out error on "
+                     "Paddle-Lite's published table, docs/costs.md): " + ", ".join(
+                         f"{core} ~{e.ms:g} ms (median ±{e.median_error_pct:g} %"
+                         + (f", max ±{e.max_error_pct:g} %)" if e.max_error_pct is not None else ")")
+                         for core, e in counts.latency.items()))
+        for core, e in counts.latency.items():
+            if e.outside_fit:
+                lines.append(f"    {core}: extrapolated, the class mix is outside the fitted models': "
+                             + "; ".join(e.outside_fit))
     return lines
 
 

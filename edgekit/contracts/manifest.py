@@ -34,7 +34,8 @@ PER_INFERENCE = {name: COUNT for name in INSTRUCTION_FIELDS}
 INSTRUCTION_COUNTS = {
     "ran": BOOL, "reason?": Nullable(STRING),      # with ran true, paths are there (checked in _emulation)
     "paths?": MapOf({"kernel_path?": Nullable(STRING), "per_inference": PER_INFERENCE, "first_inference": COUNT}),
-    "latency_estimate?": Nullable({"cores": MapOf({"ms": NUMBER, "loo_error_pct": {"median": NUMBER}})}),
+    "latency_estimate?": Nullable({"cores": MapOf({"ms": NUMBER, "loo_error_pct": {"median": NUMBER, "max?": NUMBER},
+                                                    "outside_fit?": [STRING]})}),
 }
 EMULATION = {"ran": BOOL, "reason?": STRING, "samples?": COUNT, "abi?": STRING, "runtime_version?": STRING,
              "int8_kernels?": STRING, "ms_per_sample_median?": Nullable(NUMBER),
@@ -145,7 +146,9 @@ class CoreEstimate:
     """A latency estimate from the counts for one published core: not a measurement."""
 
     ms: float
-    median_error_pct: float
+    median_error_pct: float               # leave-one-model-out |error| of the fit on the published table
+    max_error_pct: float | None = None    # (bundles built before the max was recorded have none)
+    outside_fit: tuple[str, ...] = ()     # class shares outside those the costs were fitted on: an extrapolation
 
 
 @dataclass(frozen=True)
@@ -258,8 +261,9 @@ def _emulation(e: Mapping[str, Json] | None, file: Path) -> Emulation | None:
         paths = {p: PathCounts(c.get("kernel_path"), {k: c["per_inference"][k] for k in INSTRUCTION_FIELDS},
                                c["first_inference"]) for p, c in (counts.get("paths") or {}).items()}
         cores = ((counts.get("latency_estimate") or {}).get("cores") or {})
-        typed = InstructionCounts(counts["ran"], counts.get("reason"), paths,
-                                  {core: CoreEstimate(c["ms"], c["loo_error_pct"]["median"]) for core, c in cores.items()})
+        latency = {core: CoreEstimate(c["ms"], c["loo_error_pct"]["median"], c["loo_error_pct"].get("max"),
+                                      tuple(c.get("outside_fit") or ())) for core, c in cores.items()}
+        typed = InstructionCounts(counts["ran"], counts.get("reason"), paths, latency)
     return Emulation(e["ran"], e.get("reason"), e.get("samples"), e.get("abi"), e.get("runtime_version"),
                      e.get("int8_kernels"), e.get("ms_per_sample_median"), typed)
 

@@ -4,7 +4,7 @@ Emulated wall time says nothing about a Cortex-A core and moves with the host's 
 the number of guest instructions an inference executes on Lite's real ARM kernels does
 not move at all (lite/icount.py). `measure` counts one sample of a model.nb on the given
 kernel paths (CPU profiles; `kernel_paths` picks tier C's) and returns the manifest's
-`emulation.instruction_counts`; `estimate` turns counts into a labelled latency estimate;
+`emulation.instruction_counts` (edgekit/verify/latency.py turns them into a labelled latency estimate);
 `compare` and `table` put bundles side by side for `edgekit bench`; `regressions` is the
 count gate the device suite applies on qemu devices (`measure_on_device`, edgekit/device/baseline.py).
 
@@ -130,36 +130,6 @@ def measure(emulator: Emulator, nb_file: Path, sample: Mapping[str, np.ndarray],
     if cached is not None:
         atomic.write_json(cached, found)
     return dict(found, cached=False)
-
-
-# ----------------------------------------------------------------- the latency estimate
-
-# ms = instructions x ns_per_instruction on the kernel path the core runs, fitted by bench/bench_costs.py to
-# Paddle-Lite v2.11's published table (docs/performance/benchmark.md, 1 thread) on MobileNetV1/V2/V3-L/V3-S and
-# ResNet50 at 224x224, FP32 and INT8; error = leave-one-model-out |error| over those ten figures (docs/costs.md).
-ESTIMATE_SOURCE = "Paddle-Lite v2.11 benchmark.md (1 thread); fit: bench/bench_costs.py, docs/costs.md"
-ESTIMATES = {
-    "Snapdragon 865 (Cortex-A77)": {"ns_per_instruction": 0.1634, "paths": {"fp32": "default", "int8": "a55"},
-                                    "loo_error_pct": {"median": 5.5, "max": 16.1}},
-    "RK3399 (Cortex-A72)": {"ns_per_instruction": 0.5743, "paths": {"fp32": "default", "int8": "default"},
-                            "loo_error_pct": {"median": 13.6, "max": 36.8}},
-}
-
-
-def estimate(paths: Mapping[str, Mapping], precision: str) -> dict | None:
-    """An estimate (not a measurement) of one-thread latency per published core, from an arm64 bundle's counts
-    (`paths`: kernel path -> {"per_inference": counts}); None when the counts lack the paths the fit used."""
-    kind = "int8" if precision == "int8" else "fp32"      # weight-only precisions compute in float
-    cores = {}
-    for core, fit in ESTIMATES.items():
-        counted = paths.get(fit["paths"][kind])
-        if not counted:
-            return None
-        cores[core] = {"ms": round(counted["per_inference"]["total"] * fit["ns_per_instruction"] / 1e6, 2),
-                       "kernel_path": fit["paths"][kind], "loo_error_pct": fit["loo_error_pct"]}
-    return {"label": "estimate from instruction counts, not a measurement", "source": ESTIMATE_SOURCE,
-            "cannot_know": "memory bandwidth and caches, big.LITTLE scheduling, thermal limits, other threads",
-            "cores": cores}
 
 
 def _counts(value) -> dict:

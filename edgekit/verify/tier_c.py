@@ -100,7 +100,7 @@ def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, Emulation]:
 
 def _instruction_counts(cfg: BuildConfig, emulator: Emulator, nb_file: Path, subset, rows: bool = False) -> dict:
     """Guest instructions of one inference per kernel path (edgekit/verify/counts.py); why not, when they cannot be counted."""
-    from edgekit.verify import counts
+    from edgekit.verify import counts, latency
     from edgekit.core.errors import EdgekitError
 
     sample = {name: values[:1] for name, values in subset.inputs.items()}
@@ -109,7 +109,7 @@ def _instruction_counts(cfg: BuildConfig, emulator: Emulator, nb_file: Path, sub
         found = counts.measure(emulator, nb_file, sample, cache_folder=folder,
                               profiles=counts.kernel_paths(emulator.abi, emulator.cpu), rows=rows)
         if emulator.abi == "aarch64":   # the published table the estimate is fitted to is arm64
-            found["latency_estimate"] = counts.estimate(found["paths"], cfg.precision.value)
+            found["latency_estimate"] = latency.estimate(found["paths"], cfg.precision.value)
         return found
     except EdgekitError as exc:
         if cfg.emulation.required:

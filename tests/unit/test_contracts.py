@@ -188,7 +188,7 @@ def test_the_manifest_round_trips_typed_and_byte_identical(tmp_path):
     assert (read.gates.twin_max_abs, read.fold, read.pruned, read.task.primary) == (1e-4, False, True, "top1")
     counts = read.emulation.instruction_counts
     assert read.emulation.ran and read.emulation.samples == 8 and counts.paths["default"].total == 800
-    assert counts.latency["A77"].median_error_pct == 5.5
+    assert (counts.latency["A77"].median_error_pct, counts.latency["A77"].max_error_pct) == (5.5, 9)
     assert read.versions["paddlelite"] == "2.13rc0"
     # a manifest without NMS, tier C or a task: the typed answers say so
     for key in ("emulation", "task"):

@@ -132,18 +132,6 @@ def test_every_emulation_abi_has_its_kernel_paths():
     assert counts.profiles_for("armhf") == ["default"]
 
 
-def test_the_estimate_uses_each_core_s_kernel_path_and_says_it_is_one():
-    paths = {"default": {"per_inference": path_counts(100_000_000, 60_000_000)},
-             "a55": {"per_inference": path_counts(40_000_000, 20_000_000, dot=8_000_000)}}
-    int8 = counts.estimate(paths, "int8")
-    assert "not a measurement" in int8["label"]
-    sd865, rk3399 = int8["cores"]["Snapdragon 865 (Cortex-A77)"], int8["cores"]["RK3399 (Cortex-A72)"]
-    assert (sd865["kernel_path"], rk3399["kernel_path"]) == ("a55", "default")
-    assert sd865["ms"] == round(40_000_000 * 0.1634 / 1e6, 2) and rk3399["ms"] == round(100_000_000 * 0.5743 / 1e6, 2)
-    assert counts.estimate(paths, "int8-weight")["cores"]["Snapdragon 865 (Cortex-A77)"]["kernel_path"] == "default"
-    assert counts.estimate({"default": paths["default"]}, "int8") is None      # armv7-style counts: no a55 path
-
-
 def test_tier_c_counts_one_profile_per_kernel_family_plus_the_chosen_one():
     assert counts.kernel_paths("aarch64") == ["default", "a55"]
     assert counts.kernel_paths("aarch64", "a53") == ["default", "a53", "a55"]
