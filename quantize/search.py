@@ -371,7 +371,7 @@ class QuantSearchResult:
                f"chosen INT8 {self.chosen.counts.get(cpu, 0):,} instructions per inference, FP32 {fp32.get(cpu, 0):,}"
                + (f" (INT8/FP32 {shown})" if shown else "")]
         if cost.get("chosen_by") == "instructions":
-            out.append(f"cost: chose the cheapest within the budget over the most accurate "
+            out.append(f"cost: chose the cheapest within the budget over the accuracy choice "
                        f"({cost['accuracy_choice']['instructions']:,} instructions on {cpu})")
         for op_type, found in (cost.get("op_types") or {}).items():
             out.append(f"cost: {op_type} kernels {found['int8']:,} instructions in INT8, {found['fp32']:,} in FP32 "
@@ -589,6 +589,7 @@ def _weigh_cost(model: StaticModel, plan: SearchPlan, evaluator: Evaluator, cali
         return chosen, {"counted": False, "reason": f"the FP32 count failed: {exc.message}"}
     record: dict = {"counted": True, "cpu": cpu, "cap": plan.cost_candidates, "fp32": fp32}
     counted: dict[int, Candidate] = {}       # id of the uncounted candidate -> its counted copy
+    failures: list[str] = []
 
     def count(c: Candidate) -> Candidate | None:
         if id(c) in counted:
@@ -597,6 +598,8 @@ def _weigh_cost(model: StaticModel, plan: SearchPlan, evaluator: Evaluator, cali
             found = coster.count(calibrate(c.algo, c.skip, float_ops=c.float_ops).quantized.model, "int8")
         except EdgekitError as exc:
             log.warning("candidate %s %s not counted: %s", c.algo, c.describe_floats(), exc.message)
+            failures.append(f"{c.purpose} {c.algo}{' ' + c.describe_floats() if c.describe_floats() else ''}: "
+                            f"{exc.message}")
             return None
         done = replace(c, instructions=tuple(sorted(found.items())))
         candidates[next(i for i, x in enumerate(candidates) if x is c)] = done
@@ -607,7 +610,7 @@ def _weigh_cost(model: StaticModel, plan: SearchPlan, evaluator: Evaluator, cali
 
     first = count(chosen)
     if first is None:
-        return chosen, dict(record, counted=False, reason="the accuracy choice could not be counted")
+        return chosen, dict(record, counted=False, reason=f"the accuracy choice could not be counted ({failures[0]})")
     present = sorted({layer.op_type for layer in layers} & set(cost_mod.OP_TYPE_KERNELS))
     if present and not chosen.float_ops:
         try:
@@ -627,6 +630,8 @@ def _weigh_cost(model: StaticModel, plan: SearchPlan, evaluator: Evaluator, cali
                               prefer="op-float")
     done = [count(c) if not c.instructions else c for c in pool]
     best = cost_mod.cheapest([c for c in done if c is not None], plan.budget, cpu, prefer=first) or first
+    if failures:
+        record["not_counted"] = failures
     record.update(counted_candidates=sum(1 for c in done if c is not None), chosen=best.counts,
                   int8_vs_fp32=cost_mod.ratios(best.counts, fp32),
                   chosen_by="instructions" if best is not first else "accuracy",

@@ -173,7 +173,7 @@ def test_the_search_counts_within_the_budget_and_keeps_the_cheapest(tmp_path, mo
     assert [layer.key for layer in result.float_layers] == ["dw_0.w_0"]
     text = "\n".join(result.lines())
     assert "chosen INT8 750 instructions per inference, FP32 1,000 (INT8/FP32 a55 0.75x, default 0.90x)" in text
-    assert "chose the cheapest within the budget over the most accurate (900 instructions on a55)" in text
+    assert "chose the cheapest within the budget over the accuracy choice (900 instructions on a55)" in text
     report = render_markdown(result)
     assert "| instructions (a55) | INT8/FP32 |" in report and "| 750 | 0.750 |" in report
 
@@ -207,3 +207,18 @@ def test_cost_candidates_must_not_be_negative():
 
     with pytest.raises(ConfigError, match="cost_candidates"):
         SearchPlan(TOP1, cost_candidates=-1)
+
+
+def test_a_count_that_fails_leaves_the_accuracy_choice_and_says_why(tmp_path, monkeypatch):
+    from edgekit.core.errors import ToolError
+
+    class Failing(Counter):
+        def count(self, model, precision):
+            if precision == "int8":
+                raise ToolError("edgekit-lite-run (aarch64, model.nb): exit 1", "rerun")
+            return super().count(model, precision)
+
+    result, _ = _search(tmp_path, monkeypatch, Failing(), cap=3)
+    assert result.chosen.algo == "hist" and not result.cost["counted"]
+    assert result.cost["reason"] == ("the accuracy choice could not be counted (algorithm hist: "
+                                     "edgekit-lite-run (aarch64, model.nb): exit 1)")
