@@ -17,6 +17,7 @@ counted like the others: the count decides, not the profile's guess.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Mapping, Protocol, Sequence
 
 from edgekit.model.artifacts import StaticModel
@@ -44,6 +45,61 @@ class Coster(Protocol):
     def op_costs(self, int8: StaticModel, fp32: StaticModel, op_types: Sequence[str]) -> dict[str, dict]:
         """{op type: {"int8": n, "fp32": n}}: instructions of each type's own kernels in one inference on `cpu`
         (a profile of each model). Both methods raise an EdgekitError when they cannot measure."""
+
+
+@dataclass(frozen=True)
+class OpTypeCost:
+    """One op type's own kernels in one inference on the build's CPU profile, INT8 and FP32 (a profile each)."""
+
+    int8: int
+    fp32: int
+    tried_float: bool = False     # NOT_CHEAPER: a candidate leaving the type float was tried
+
+    def to_json(self) -> dict[str, int | float | bool | None]:
+        return {"int8": self.int8, "fp32": self.fp32, "ratio": round(self.int8 / self.fp32, 4) if self.fp32 else None,
+                "tried_float": self.tried_float}
+
+
+@dataclass(frozen=True)
+class CostRecord:
+    """What the search's cost step did: counted (with FP32's counts, the chosen one's, how it was chosen and the
+    op-type profile) or why not."""
+
+    counted: bool
+    reason: str = ""                                       # why not counted
+    cpu: str = ""                                          # the build's CPU profile, on which the choice is made
+    cap: int = 0                                           # [quantize] cost_candidates
+    fp32: Mapping[str, int] = field(default_factory=dict)     # CPU profile -> FP32 instructions per inference
+    chosen: Mapping[str, int] = field(default_factory=dict)   # the same for the chosen INT8 candidate
+    chosen_by: str = ""                                    # "instructions" (cost changed the choice) or "accuracy"
+    accuracy_choice: tuple[str, tuple[str, ...], tuple[str, ...], int] | None = None   # algo, layers, op types, count
+    op_types: Mapping[str, OpTypeCost] = field(default_factory=dict)
+    op_types_note: str = ""
+    not_counted: tuple[str, ...] = ()                      # candidates whose count failed, with the error
+    counted_candidates: int = 0
+    seconds: float = 0.0
+
+    @property
+    def int8_vs_fp32(self) -> dict[str, float]:
+        return ratios(self.chosen, self.fp32)
+
+    def to_json(self) -> dict[str, object]:
+        if not self.counted:
+            return {"counted": False, "reason": self.reason}
+        found: dict[str, object] = {
+            "counted": True, "cpu": self.cpu, "cap": self.cap, "fp32": dict(self.fp32), "chosen": dict(self.chosen),
+            "int8_vs_fp32": self.int8_vs_fp32, "chosen_by": self.chosen_by,
+            "counted_candidates": self.counted_candidates, "seconds": self.seconds,
+            "op_types": {t: c.to_json() for t, c in self.op_types.items()}}
+        if self.accuracy_choice is not None:
+            algo, layers, op_types, count = self.accuracy_choice
+            found["accuracy_choice"] = {"algo": algo, "float_layers": list(layers), "float_op_types": list(op_types),
+                                        "instructions": count}
+        if self.op_types_note:
+            found["op_types_note"] = self.op_types_note
+        if self.not_counted:
+            found["not_counted"] = list(self.not_counted)
+        return found
 
 
 def counted_on(candidate, cpu: str) -> int | None:
@@ -97,5 +153,5 @@ def ratios(int8: Mapping[str, int], fp32: Mapping[str, int]) -> dict[str, float]
     return {p: round(n / fp32[p], 4) for p, n in int8.items() if fp32.get(p)}
 
 
-__all__ = ["Coster", "OP_TYPE_KERNELS", "NOT_CHEAPER", "cost_pool", "cheapest", "float_op_types", "ratios",
+__all__ = ["Coster", "CostRecord", "OpTypeCost", "OP_TYPE_KERNELS", "NOT_CHEAPER", "cost_pool", "cheapest", "float_op_types", "ratios",
            "counted_on", "accuracy_order"]

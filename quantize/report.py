@@ -139,8 +139,8 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
             out.append(f"| `{cost['name']}` | {cost['op_type']} | {cost['weights']} | {cost['extra_bytes']} | "
                        f"{_num(cost['drop_if_int8'])} | {_num(cost['task_if_int8'], '.2f')} |")
 
-    cost = result.cost if result.cost and result.cost.get("counted") else None
-    counted = f" instructions ({cost['cpu']}) | INT8/FP32 |" if cost else ""
+    cost = result.cost if result.cost is not None and result.cost.counted else None
+    counted = f" instructions ({cost.cpu}) | INT8/FP32 |" if cost else ""
     out += ["", "## Candidates tried", "",
             f"| # | stage | algorithm | float layers | drop | {metric} % | cosine | SNR dB | samples | meets | cached |"
             + counted, "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if cost else "")]
@@ -149,7 +149,7 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
         floats = ", ".join(x for x in (floats, ", ".join(f"all `{t}`" for t in c.float_ops)) if x)
         tail = ""
         if cost:
-            n, fp32 = c.counts.get(cost["cpu"]), (cost.get("fp32") or {}).get(cost["cpu"])
+            n, fp32 = c.counts.get(cost.cpu), cost.fp32.get(cost.cpu)
             tail = f" {_num(n, ',')} | {_num(n / fp32 if n and fp32 else None, '.3f')} |"
         if c.failed:
             out.append(f"| {i} | {c.purpose} | {c.algo} | {floats or '—'} | failed: {c.error} | — | — | — | — | no | no |"

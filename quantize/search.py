@@ -34,7 +34,7 @@ from edgekit.model.evalset import EvalSet
 
 from . import cost as cost_mod
 from . import ptq
-from .cost import Coster
+from .cost import Coster, CostRecord
 from .sensitivity import (SENSITIVITY_METHODS, Budget, Evaluator, Fallback, LayerSensitivity, QuantLayer, Score,
                           analyse, fallback, max_float_layers, quantizable_layers, sensitivity_skips)
 
@@ -288,7 +288,7 @@ class QuantSearchResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
     task_metric: str | None = None                     # what Score.task measures (the task's primary metric)
     reference_metrics: dict[str, float] | None = None             # every task metric of the FP32 model, with truth
-    cost: dict | None = None          # the cost step: counted or why not, FP32's counts, the op-type profile
+    cost: CostRecord | None = None    # the cost step: counted or why not, FP32's counts, the op-type profile
 
     @property
     def holds(self) -> bool:
@@ -350,41 +350,41 @@ class QuantSearchResult:
 
 
     def _instructions(self, c: Candidate) -> str:
-        cpu = (self.cost or {}).get("cpu")
+        cpu = self.cost.cpu if self.cost is not None and self.cost.counted else None
         n = c.counts.get(cpu) if cpu else None
         if n is None:
             return ""
-        fp32 = ((self.cost or {}).get("fp32") or {}).get(cpu)
+        fp32 = self.cost.fp32.get(cpu)
         return f", {n:,} instructions on {cpu}" + (f" ({n / fp32:.2f}x FP32)" if fp32 else "")
 
     def cost_lines(self) -> list[str]:
         """What the cost step found, or why it did not run; empty when the search was not asked to count."""
         cost = self.cost
-        if not cost:
+        if cost is None:
             return []
-        if not cost.get("counted"):
-            return [f"cost: not counted ({cost.get('reason')}); chosen by accuracy alone"]
-        cpu, fp32 = cost["cpu"], cost.get("fp32") or {}
-        ratios = cost.get("int8_vs_fp32") or {}
-        shown = ", ".join(f"{p} {r:.2f}x" for p, r in ratios.items())
-        out = [f"cost on the {cpu} CPU profile: {cost['counted_candidates']} candidate(s) within the budget counted; "
+        if not cost.counted:
+            return [f"cost: not counted ({cost.reason}); chosen by accuracy alone"]
+        cpu, fp32 = cost.cpu, cost.fp32
+        shown = ", ".join(f"{p} {r:.2f}x" for p, r in cost.int8_vs_fp32.items())
+        out = [f"cost on the {cpu} CPU profile: {cost.counted_candidates} candidate(s) within the budget counted; "
                f"chosen INT8 {self.chosen.counts.get(cpu, 0):,} instructions per inference, FP32 {fp32.get(cpu, 0):,}"
                + (f" (INT8/FP32 {shown})" if shown else "")]
-        if cost.get("chosen_by") == "instructions":
+        if cost.chosen_by == "instructions" and cost.accuracy_choice is not None:
             out.append(f"cost: chose the cheapest within the budget over the accuracy choice "
-                       f"({cost['accuracy_choice']['instructions']:,} instructions on {cpu})")
-        for op_type, found in (cost.get("op_types") or {}).items():
-            out.append(f"cost: {op_type} kernels {found['int8']:,} instructions in INT8, {found['fp32']:,} in FP32 "
-                       f"on {cpu}: " + ("tried float" if found["tried_float"] else "INT8 kept"))
-        if cost.get("op_types_note"):
-            out.append(f"cost: {cost['op_types_note']}")
+                       f"({cost.accuracy_choice[3]:,} instructions on {cpu})")
+        for op_type, found in cost.op_types.items():
+            out.append(f"cost: {op_type} kernels {found.int8:,} instructions in INT8, {found.fp32:,} in FP32 "
+                       f"on {cpu}: " + ("tried float" if found.tried_float else "INT8 kept"))
+        if cost.op_types_note:
+            out.append(f"cost: {cost.op_types_note}")
+        out.extend(f"cost: not counted: {line}" for line in cost.not_counted)
         return out
 
     def to_json(self) -> dict:
         return {
             "budget": {"metric": self.budget.metric, "max_drop": self.budget.max_drop},
             "holds": self.holds, "algo": self.chosen.algo, "float_layers": list(self.chosen.skip),
-            "float_op_types": list(self.chosen.float_ops), "cost": self.cost,
+            "float_op_types": list(self.chosen.float_ops), "cost": self.cost.to_json() if self.cost else None,
             "drop": self.budget.drop(self.chosen.score), "score": self.chosen.score.to_json(),
             "float_costs": self.float_costs(),
             "task_metric": self.task_metric, "reference_task": self.reference_task,
@@ -568,7 +568,7 @@ def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: 
 
 def _weigh_cost(model: StaticModel, plan: SearchPlan, evaluator: Evaluator, calibrate: Calibrator,
                 candidates: list[Candidate], chosen: Candidate, layers: Sequence[QuantLayer], coster: Coster | None,
-                no_cost: str, run: Callable[..., Candidate]) -> tuple[Candidate, dict]:
+                no_cost: str, run: Callable[..., Candidate]) -> tuple[Candidate, CostRecord]:
     """The cost step (quantize/cost.py): count FP32 and the candidates within the budget, add candidates that keep
     an op type float where the profile finds its INT8 kernels no cheaper, and choose the cheapest within the budget.
     `candidates` gets the counted copies of the candidates (in place of the uncounted ones) and the new ones.
@@ -577,17 +577,16 @@ def _weigh_cost(model: StaticModel, plan: SearchPlan, evaluator: Evaluator, cali
 
     if coster is None or plan.cost_candidates == 0:
         reason = no_cost or ("[quantize] cost_candidates = 0" if plan.cost_candidates == 0 else "no cost counter")
-        return chosen, {"counted": False, "reason": reason}
+        return chosen, CostRecord(False, reason)
     if not chosen.holds:
-        return chosen, {"counted": False, "reason": "no candidate meets the accuracy budget"}
+        return chosen, CostRecord(False, "no candidate meets the accuracy budget")
     start = time.monotonic()
     cpu = coster.cpu
     try:
         fp32 = coster.count(model, "fp32")
     except EdgekitError as exc:
         log.warning("cost not counted: FP32 count failed: %s", exc.message)
-        return chosen, {"counted": False, "reason": f"the FP32 count failed: {exc.message}"}
-    record: dict = {"counted": True, "cpu": cpu, "cap": plan.cost_candidates, "fp32": fp32}
+        return chosen, CostRecord(False, f"the FP32 count failed: {exc.message}")
     counted: dict[int, Candidate] = {}       # id of the uncounted candidate -> its counted copy
     failures: list[str] = []
 
@@ -610,35 +609,33 @@ def _weigh_cost(model: StaticModel, plan: SearchPlan, evaluator: Evaluator, cali
 
     first = count(chosen)
     if first is None:
-        return chosen, dict(record, counted=False, reason=f"the accuracy choice could not be counted ({failures[0]})")
+        return chosen, CostRecord(False, f"the accuracy choice could not be counted ({failures[0]})", cpu,
+                                  plan.cost_candidates, fp32)
     present = sorted({layer.op_type for layer in layers} & set(cost_mod.OP_TYPE_KERNELS))
-    if present and not chosen.float_ops:
+    op_types: dict[str, cost_mod.OpTypeCost] = {}
+    note = ""
+    if present:
         try:
             op_costs = coster.op_costs(calibrate(chosen.algo, chosen.skip).quantized.model, model, present)
         except EdgekitError as exc:
             op_costs = {}
-            record["op_types_note"] = f"op types not profiled ({exc.message})"
+            note = f"op types not profiled ({exc.message})"
         wanted = cost_mod.float_op_types(op_costs, present)
         tried = {t for group in wanted for t in group}
-        record["op_types"] = {t: dict(op_costs[t], tried_float=t in tried) for t in present if t in op_costs}
+        op_types = {t: cost_mod.OpTypeCost(int(op_costs[t]["int8"]), int(op_costs[t]["fp32"]), t in tried)
+                    for t in present if t in op_costs}
         for group in wanted[:max(0, plan.cost_candidates - 1)]:
             run(chosen.algo, chosen.skip, "op-float", evaluator, group)
-    elif not present:
-        record["op_types_note"] = (f"no op type of {', '.join(cost_mod.OP_TYPE_KERNELS)} in the model: "
-                                   "no op-type candidate")
+    else:
+        note = f"no op type of {', '.join(cost_mod.OP_TYPE_KERNELS)} in the model: no op-type candidate"
     pool = cost_mod.cost_pool(candidates, plan.budget, first, plan.cost_candidates, len(evaluator.samples),
                               prefer="op-float")
     done = [count(c) if not c.instructions else c for c in pool]
     best = cost_mod.cheapest([c for c in done if c is not None], plan.budget, cpu, prefer=first) or first
-    if failures:
-        record["not_counted"] = failures
-    record.update(counted_candidates=sum(1 for c in done if c is not None), chosen=best.counts,
-                  int8_vs_fp32=cost_mod.ratios(best.counts, fp32),
-                  chosen_by="instructions" if best is not first else "accuracy",
-                  accuracy_choice={"algo": first.algo, "float_layers": list(first.skip),
-                                   "float_op_types": list(first.float_ops), "instructions": first.counts.get(cpu)},
-                  seconds=round(time.monotonic() - start, 2))
-    return best, record
+    return best, CostRecord(
+        True, "", cpu, plan.cost_candidates, fp32, best.counts, "instructions" if best is not first else "accuracy",
+        (first.algo, first.skip, first.float_ops, first.counts[cpu]), op_types, note, tuple(failures),
+        sum(1 for c in done if c is not None), round(time.monotonic() - start, 2))
 
 
 __all__ = ["SearchPlan", "Candidate", "QuantSearchResult", "Calibrator", "ScoreStore", "quantize_to_budget", "choose",

@@ -183,8 +183,8 @@ def costs_verdict(rec, emulator: Emulator, counts: Mapping, subset) -> dict | No
 def searched_fp32(search, paths: Mapping) -> dict | None:
     """FP32's counts from the INT8 search's cost step, as `int8_verdict` reads them, when they cover every path in
     `paths`; None otherwise (no search, cost not counted, fewer paths)."""
-    cost = getattr(search, "cost", None) or {}
-    fp32 = cost.get("fp32") if cost.get("counted") else None
+    cost = getattr(search, "cost", None)
+    fp32 = cost.fp32 if cost is not None and cost.counted else None
     if not fp32 or not set(paths) <= set(fp32):
         return None
     return {p: {"per_inference": {"total": int(n)}} for p, n in fp32.items()}

@@ -14,7 +14,7 @@ from edgekit.core.errors import EmulationUnavailable
 from edgekit.model.artifacts import QuantizedModel, StaticModel
 from edgekit.model.data import Samples
 from edgekit.model.evalset import EvalSet
-from edgekit.quantize.cost import cheapest, cost_pool, float_op_types, ratios
+from edgekit.quantize.cost import CostRecord, cheapest, cost_pool, float_op_types, ratios
 from edgekit.quantize.report import render_markdown
 from edgekit.quantize.search import Candidate, SearchPlan, quantize_to_budget
 from edgekit.quantize.sensitivity import Budget, Evaluator, QuantLayer, Score
@@ -70,14 +70,14 @@ def test_op_types_whose_int8_kernels_cost_no_less_get_float_candidates():
 
 def test_tier_c_takes_fp32_counts_from_the_search_instead_of_counting_again():
     class Search:
-        cost = {"counted": True, "fp32": {"default": 1000, "a55": 1000}}
+        cost = CostRecord(True, fp32={"default": 1000, "a55": 1000})
 
     int8 = {"default": {"per_inference": {"total": 990}}, "a55": {"per_inference": {"total": 750}}}
     fp32 = searched_fp32(Search(), int8)
     assert int8_verdict(int8, fp32, "default")["note"].startswith("INT8 is not faster than FP32 on the default")
     assert int8_verdict(int8, fp32, "a55")["ratios"] == {"default": 0.99, "a55": 0.75}
     assert searched_fp32(Search(), dict(int8, a53={})) is None               # a path the search did not count
-    Search.cost = {"counted": False, "reason": "no runtime"}
+    Search.cost = CostRecord(False, "no runtime")
     assert searched_fp32(Search(), int8) is None and searched_fp32(None, int8) is None
 
 
@@ -183,13 +183,13 @@ def test_a_cap_of_one_counts_only_the_accuracy_choice(tmp_path, monkeypatch):
     result, runs = _search(tmp_path, monkeypatch, counter, cap=1)
     assert counter.counted == ["fp32", "hist||"] and result.chosen.algo == "hist" and not result.chosen.float_ops
     assert all(not r[2] for r in runs)                                        # no room to count an op-float one
-    assert result.cost["chosen_by"] == "accuracy"
+    assert result.cost.chosen_by == "accuracy"
 
 
 def test_without_a_counter_the_search_chooses_by_accuracy_and_says_why(tmp_path, monkeypatch):
     result, runs = _search(tmp_path, monkeypatch, None, cap=3)
-    assert result.chosen.algo == "hist" and result.cost == {"counted": False,
-                                                              "reason": "tier C cannot run here: no runtime"}
+    assert result.chosen.algo == "hist" and result.to_json()["cost"] == {
+        "counted": False, "reason": "tier C cannot run here: no runtime"}
     assert "cost: not counted (tier C cannot run here: no runtime); chosen by accuracy alone" in "\n".join(
         result.lines())
     assert all(not r[2] for r in runs)
@@ -199,7 +199,7 @@ def test_no_profile_still_counts_and_says_why(tmp_path, monkeypatch):
     counter = Counter(profile_error=True)
     result, _ = _search(tmp_path, monkeypatch, counter, cap=3)
     assert result.chosen.algo == "avg" and result.chosen.counts["a55"] == 800     # the cheapest within the budget
-    assert "op types not profiled (no symbols)" in result.cost["op_types_note"]
+    assert "op types not profiled (no symbols)" in result.cost.op_types_note
 
 
 def test_cost_candidates_must_not_be_negative():
@@ -219,6 +219,6 @@ def test_a_count_that_fails_leaves_the_accuracy_choice_and_says_why(tmp_path, mo
             return super().count(model, precision)
 
     result, _ = _search(tmp_path, monkeypatch, Failing(), cap=3)
-    assert result.chosen.algo == "hist" and not result.cost["counted"]
-    assert result.cost["reason"] == ("the accuracy choice could not be counted (algorithm hist: "
+    assert result.chosen.algo == "hist" and not result.cost.counted
+    assert result.cost.reason == ("the accuracy choice could not be counted (algorithm hist: "
                                      "edgekit-lite-run (aarch64, model.nb): exit 1)")
