@@ -614,7 +614,9 @@ def _weigh_cost(model: StaticModel, plan: SearchPlan, evaluator: Evaluator, cali
     present = sorted({layer.op_type for layer in layers} & set(cost_mod.OP_TYPE_KERNELS))
     op_types: dict[str, cost_mod.OpTypeCost] = {}
     note = ""
-    if present:
+    if present and plan.cost_candidates < 2:
+        note = "op types not profiled: [quantize] cost_candidates = 1 leaves no room to count an op-type candidate"
+    elif present:
         try:
             op_costs = coster.op_costs(calibrate(chosen.algo, chosen.skip).quantized.model, model, present)
         except EdgekitError as exc:

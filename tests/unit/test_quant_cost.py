@@ -183,7 +183,8 @@ def test_a_cap_of_one_counts_only_the_accuracy_choice(tmp_path, monkeypatch):
     result, runs = _search(tmp_path, monkeypatch, counter, cap=1)
     assert counter.counted == ["fp32", "hist||"] and result.chosen.algo == "hist" and not result.chosen.float_ops
     assert all(not r[2] for r in runs)                                        # no room to count an op-float one
-    assert result.cost.chosen_by == "accuracy"
+    assert result.cost.chosen_by == "accuracy" and not result.cost.op_types            # not even profiled
+    assert result.cost.op_types_note.startswith("op types not profiled: [quantize] cost_candidates = 1")
 
 
 def test_without_a_counter_the_search_chooses_by_accuracy_and_says_why(tmp_path, monkeypatch):
