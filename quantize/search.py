@@ -3,7 +3,10 @@
 `quantize_to_budget` tries each calibration algorithm on the whole model, keeps
 the best one that meets the budget, and when none does, ranks the layers of the
 best one by measured sensitivity and keeps the worst in float until the budget
-holds (`sensitivity.py`). The result names every candidate tried.
+holds (`sensitivity.py`). With a cost counter (tier C available), the candidates that
+meet the budget are then counted on the target's ARM kernels, op types whose INT8
+kernels cost no less than float get a candidate of their own, and the cheapest within
+the budget is chosen (`cost.py`). The result names every candidate tried.
 
 Calibrations are memoised on disk in a folder the caller passes in: a quantised
 model folder per (model files, calibration data, algorithm, settings, float
