@@ -119,10 +119,22 @@ def calibration_batches(available: int, cfg: QuantConfig, fixed_batch: int | Non
     return batch_size, usable // batch_size
 
 
+def quantizable_ops(float_ops: tuple[str, ...] = ()) -> list[str]:
+    """PaddleSlim's `quantizable_op_type`: QUANTIZABLE_OPS less the op types a candidate keeps in float."""
+    unknown = sorted(set(float_ops) - set(QUANTIZABLE_OPS))
+    if unknown:
+        raise QuantizeError(f"op type(s) {', '.join(unknown)} cannot be kept float: they are not quantised anyway",
+                            f"name op types among {', '.join(QUANTIZABLE_OPS)}")
+    return [op for op in QUANTIZABLE_OPS if op not in float_ops]
+
+
 def quantize_int8(model: StaticModel, samples: Samples, cfg: QuantConfig, out_dir: Path,
-                  skip_tensors: tuple[str, ...] = ()) -> QuantizedModel:
-    """PTQ of `model`; ops whose weight tensors are named in `skip_tensors` stay in float."""
+                  skip_tensors: tuple[str, ...] = (), float_ops: tuple[str, ...] = ()) -> QuantizedModel:
+    """PTQ of `model`; ops whose weight tensors are named in `skip_tensors`, and every op of the types in
+    `float_ops`, stay in float."""
     import paddle
+
+    quantizable = quantizable_ops(float_ops)
 
     fixed = {f.shape[0] for f in model.feeds if f.shape[0] > 0}
     batch_size, batch_nums = calibration_batches(len(samples), cfg, fixed.pop() if fixed else None)
@@ -149,7 +161,7 @@ def quantize_int8(model: StaticModel, samples: Samples, cfg: QuantConfig, out_di
                     hist_percent=0.9999,
                     bias_correction=False,
                     activation_quantize_type="range_abs_max",
-                    quantizable_op_type=list(QUANTIZABLE_OPS),
+                    quantizable_op_type=quantizable,
                     is_full_quantize=False,
                     weight_bits=8,
                     activation_bits=8,
@@ -199,4 +211,4 @@ def count_quantized_ops(model: StaticModel) -> dict[str, int]:
     return counts
 
 
-__all__ = ["quantize_int8", "calibration_batches", "count_quantized_ops"]
+__all__ = ["quantize_int8", "quantizable_ops", "calibration_batches", "count_quantized_ops"]

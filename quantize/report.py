@@ -2,7 +2,8 @@
 
 `quant_report.md` holds the budget and the verdict, the per-layer table (name,
 op type, measured error, int8 or float), what each float layer costs, every
-candidate tried with its accuracy, and the sizes; for detection also mAP@0.5,
+candidate tried with its accuracy (and, when the search counted cost, its instructions
+per inference on the build's CPU profile and its ratio to FP32), and the sizes; for detection also mAP@0.5,
 mAP@0.5:0.95 and mAP per object size (small/medium/large) of the FP32 reference and
 each INT8 candidate, with the layers' and fallback steps' effect in those mAP points; `sensitivity.png` plots the per-layer ranking with the float
 layers marked. Both are deterministic for the same search result.
@@ -66,7 +67,7 @@ def _drop(score, key: str) -> str:
 def layer_rows(result: QuantSearchResult) -> list[dict]:
     """One row per quantisable layer, in program order, with its measured sensitivity when there is one."""
     measured = {s.layer.index: s for s in result.sensitivity}
-    floated = set(result.chosen.skip)
+    floated = {layer.key for layer in result.float_layers}
     rows = []
     for layer in result.layers:
         s = measured.get(layer.index)
@@ -74,7 +75,8 @@ def layer_rows(result: QuantSearchResult) -> list[dict]:
             "name": layer.name, "op_type": layer.op_type, "weights": layer.weight_elements,
             "source": _short_source(layer.source), "rank": s.rank if s else None, "value": s.value if s else None,
             "cosine": s.score.cosine if s else None, "task_drop": s.score.task_drop if s else None,
-            "precision": "float" if layer.key in floated else ("int8" if layer.key else "int8 (no skip key)"),
+            "precision": ("float" if layer.key in floated or layer.op_type in result.chosen.float_ops
+                          else ("int8" if layer.key else "int8 (no skip key)")),
             "metric_drops": dict(s.score.metric_drops or {}) if s else {},
         })
     return rows
@@ -91,7 +93,8 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
     if result.reference_task is not None:
         out.append(f"- FP32 reference {metric}: {result.reference_task:.2f} %")
     chosen_task = f", {metric} {result.chosen.score.task:.2f} %" if result.chosen.score.task is not None else ""
-    out.append(f"- chosen: calibration `{result.chosen.algo}`, {len(result.chosen.skip)} layer(s) kept in float; "
+    by_type = f" (and every `{'`, `'.join(result.chosen.float_ops)}`)" if result.chosen.float_ops else ""
+    out.append(f"- chosen: calibration `{result.chosen.algo}`, {len(result.chosen.skip)} layer(s) kept in float{by_type}; "
                f"drop {drop:.4g}{chosen_task}, cosine {result.chosen.score.cosine:.6f}: {verdict}")
     out.append(f"- calibrations run: {result.calibrations} (the rest came from the cache)")
     sizes = result.weight_bytes()
@@ -100,6 +103,7 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
     if nb_bytes is not None:
         out.append(f"- final model.nb: {_kib(nb_bytes)}")
     out.extend(f"- note: {n}" for n in result.notes)
+    out.extend(f"- {line}" for line in result.cost_lines())
 
     shown = breakdown(result)
     if shown:
@@ -135,18 +139,26 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
             out.append(f"| `{cost['name']}` | {cost['op_type']} | {cost['weights']} | {cost['extra_bytes']} | "
                        f"{_num(cost['drop_if_int8'])} | {_num(cost['task_if_int8'], '.2f')} |")
 
+    cost = result.cost if result.cost is not None and result.cost.counted else None
+    counted = f" instructions ({cost.cpu}) | INT8/FP32 |" if cost else ""
     out += ["", "## Candidates tried", "",
-            f"| # | stage | algorithm | float layers | drop | {metric} % | cosine | SNR dB | samples | meets | cached |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+            f"| # | stage | algorithm | float layers | drop | {metric} % | cosine | SNR dB | samples | meets | cached |"
+            + counted, "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if cost else "")]
     for i, c in enumerate(result.candidates):
         floats = ", ".join(f"`{k}`" for k in c.skip) if len(c.skip) <= 3 else f"{len(c.skip)} layers"
+        floats = ", ".join(x for x in (floats, ", ".join(f"all `{t}`" for t in c.float_ops)) if x)
+        tail = ""
+        if cost:
+            n, fp32 = c.counts.get(cost.cpu), cost.fp32.get(cost.cpu)
+            tail = f" {_num(n, ',')} | {_num(n / fp32 if n and fp32 else None, '.3f')} |"
         if c.failed:
-            out.append(f"| {i} | {c.purpose} | {c.algo} | {floats or '—'} | failed: {c.error} | — | — | — | — | no | no |")
+            out.append(f"| {i} | {c.purpose} | {c.algo} | {floats or '—'} | failed: {c.error} | — | — | — | — | no | no |"
+                       + tail)
             continue
         meets = ("yes" if c.holds else "no") if c.samples == result.evaluation_samples else "—"
         out.append(f"| {i} | {c.purpose} | {c.algo} | {floats or '—'} | {budget.drop(c.score):.4g} | "
                    f"{_num(c.score.task, '.2f')} | {c.score.cosine:.6f} | {c.score.snr_db:.1f} | {c.samples} | "
-                   f"{meets} | {'yes' if c.reused else 'no'} |")
+                   f"{meets} | {'yes' if c.reused else 'no'} |" + tail)
     if result.fallback is not None:
         out += ["", "## Fallback steps", ""]
         for step in result.fallback.steps:
@@ -187,7 +199,7 @@ def plot_sensitivity(result: QuantSearchResult, path: Path) -> Path | None:
     from matplotlib.figure import Figure
 
     method = result.plan.method if result.plan else "alone"
-    floated = set(result.chosen.skip)
+    floated = {layer.key for layer in result.float_layers}
     ordered = list(reversed(result.sensitivity))          # barh draws bottom-up
     values = [s.value for s in ordered]
     positive = [v for v in values if v > 0]

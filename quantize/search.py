@@ -3,7 +3,10 @@
 `quantize_to_budget` tries each calibration algorithm on the whole model, keeps
 the best one that meets the budget, and when none does, ranks the layers of the
 best one by measured sensitivity and keeps the worst in float until the budget
-holds (`sensitivity.py`). The result names every candidate tried.
+holds (`sensitivity.py`). With a cost counter (tier C available), the candidates that
+meet the budget are then counted on the target's ARM kernels, op types whose INT8
+kernels cost no less than float get a candidate of their own, and the cheapest within
+the budget is chosen (`cost.py`). The result names every candidate tried.
 
 Calibrations are memoised on disk in a folder the caller passes in: a quantised
 model folder per (model files, calibration data, algorithm, settings, float
@@ -32,7 +35,9 @@ from edgekit.model.data import Samples
 from edgekit.core.errors import ConfigError, QuantizeError
 from edgekit.model.evalset import EvalSet
 
+from . import cost as cost_mod
 from . import ptq
+from .cost import Coster, CostRecord
 from .sensitivity import (SENSITIVITY_METHODS, Budget, Evaluator, Fallback, LayerSensitivity, QuantLayer, Score,
                           analyse, fallback, max_float_layers, quantizable_layers, sensitivity_skips)
 
@@ -41,7 +46,7 @@ log = logging.getLogger(__name__)
 CACHE_FORMAT = "edgekit-ptq-cache/1"
 # QuantConfig fields that steer the search but not one calibration: outside the key, so changing them reuses entries
 SEARCH_ONLY_FIELDS = frozenset({"algo", "search_algos", "max_drop", "fallback", "max_float_fraction", "analyse_layers",
-                                "sensitivity_method", "sensitivity_samples", "cache_dir"})
+                                "sensitivity_method", "sensitivity_samples", "cache_dir", "cost_candidates"})
 ENTRY = "entry.json"
 CALIBRATION_MEMORY_MB = 1536      # what one calibration task holds, for sizing a pool (PP-OCR rec measured ~1.2 GB)
 
@@ -74,9 +79,12 @@ def calibration_settings(cfg: QuantConfig) -> dict:
     return settings
 
 
-def cache_key(model: str, data: str, algo: str, settings: Mapping, skip: Sequence[str]) -> str:
+def cache_key(model: str, data: str, algo: str, settings: Mapping, skip: Sequence[str],
+              float_ops: Sequence[str] = ()) -> str:
     payload = {"format": CACHE_FORMAT, "model": model, "data": data, "algo": algo,
                "settings": dict(settings), "skip": sorted(set(skip))}
+    if float_ops:                   # only when set: the keys of every earlier entry stay what they were
+        payload["float_ops"] = sorted(set(float_ops))
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -128,11 +136,12 @@ class Calibrator:
         self._settings = calibration_settings(cfg)
         self.calibrations = 0                        # how many times PaddleSlim actually ran
 
-    def key(self, algo: str, skip: Sequence[str] = ()) -> str:
-        return cache_key(self._model_digest, self._data_digest, algo, self._settings, skip)
+    def key(self, algo: str, skip: Sequence[str] = (), float_ops: Sequence[str] = ()) -> str:
+        return cache_key(self._model_digest, self._data_digest, algo, self._settings, skip, float_ops)
 
-    def __call__(self, algo: str, skip: Sequence[str] = (), keep: bool = False) -> Calibrated:
-        key = self.key(algo, skip)
+    def __call__(self, algo: str, skip: Sequence[str] = (), keep: bool = False,
+                 float_ops: Sequence[str] = ()) -> Calibrated:
+        key = self.key(algo, skip, float_ops)
         roots = [r for r in (self.cache, self.scratch) if r is not None]
         for root in roots:
             entry = _valid_entry(root / key)
@@ -141,14 +150,17 @@ class Calibrator:
                     return Calibrated(self._copy_to_cache(root / key, key), key, True)
                 return Calibrated(self._load(root / key, entry), key, True)
         target = self.cache if keep and self.cache is not None else self.scratch
-        return Calibrated(self._calibrate(algo, tuple(sorted(set(skip))), key, target), key, False)
+        return Calibrated(self._calibrate(algo, tuple(sorted(set(skip))), key, target, tuple(sorted(set(float_ops)))),
+                          key, False)
 
-    def _calibrate(self, algo: str, skip: tuple[str, ...], key: str, root: Path) -> QuantizedModel:
+    def _calibrate(self, algo: str, skip: tuple[str, ...], key: str, root: Path,
+                   float_ops: tuple[str, ...] = ()) -> QuantizedModel:
         with atomic.staging_dir(root, ".tmp-") as tmp:
-            quantized = self._quantize(self.model, self.samples, replace(self.cfg, algo=algo), tmp, skip)
+            extra = {"float_ops": float_ops} if float_ops else {}     # a Quantize without the keyword still works
+            quantized = self._quantize(self.model, self.samples, replace(self.cfg, algo=algo), tmp, skip, **extra)
             self.calibrations += 1
             names = [p.name for p in quantized.model.files()]
-            entry = {"format": CACHE_FORMAT, "key": key, "algo": algo, "skip": list(skip),
+            entry = {"format": CACHE_FORMAT, "key": key, "algo": algo, "skip": list(skip), "float_ops": list(float_ops),
                      "calibration_samples": quantized.calibration_samples, "seconds": round(quantized.seconds, 3),
                      "calibration_sha256": getattr(quantized, "calibration_sha256", ""),
                      "float_activations": list(getattr(quantized, "float_activations", ())),
@@ -219,6 +231,7 @@ class SearchPlan:
     method: str = "alone"                    # see sensitivity.SENSITIVITY_METHODS
     sensitivity_samples: int = 0             # evaluation samples for ranking layers; 0 = all of them
     always_analyse: bool = False             # rank layers for the report even when no fallback is needed
+    cost_candidates: int = 0                 # candidates within the budget counted under qemu (quantize/cost.py); 0 = off
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.algos if a not in CALIBRATION_ALGOS]
@@ -229,6 +242,8 @@ class SearchPlan:
             raise ConfigError(f"sensitivity method {self.method!r} is unknown", f"use one of {', '.join(SENSITIVITY_METHODS)}")
         if self.sensitivity_samples < 0:
             raise ConfigError("sensitivity_samples is negative", "give a sample count, or 0 for all evaluation samples")
+        if self.cost_candidates < 0:
+            raise ConfigError("cost_candidates is negative", "give how many candidates to count, or 0 to not count cost")
         max_float_layers(2, self.max_float_fraction)     # validates the fraction
 
 
@@ -243,10 +258,21 @@ class Candidate:
     reused: bool              # no calibration ran for it (cache or earlier in this run)
     seconds: float
     error: str = ""           # a calibration algorithm that crashed: a failed row of the search, not the build's end
+    float_ops: tuple[str, ...] = ()                  # op types left out of quantisation (quantizable_op_type)
+    instructions: tuple[tuple[str, int], ...] = ()   # (CPU profile, instructions per inference); () = not counted
 
     @property
     def failed(self) -> bool:
         return self.score is None
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return dict(self.instructions)
+
+    def describe_floats(self) -> str:
+        parts = ([f"float: {', '.join(self.skip)}"] if self.skip else []) + (
+            [f"float op types: {', '.join(self.float_ops)}"] if self.float_ops else [])
+        return ", ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -265,6 +291,7 @@ class QuantSearchResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
     task_metric: str | None = None                     # what Score.task measures (the task's primary metric)
     reference_metrics: dict[str, float] | None = None             # every task metric of the FP32 model, with truth
+    cost: CostRecord | None = None    # the cost step: counted or why not, FP32's counts, the op-type profile
 
     @property
     def holds(self) -> bool:
@@ -276,8 +303,8 @@ class QuantSearchResult:
 
     @property
     def float_layers(self) -> tuple[QuantLayer, ...]:
-        keys = set(self.chosen.skip)
-        return tuple(layer for layer in self.layers if layer.key in keys)
+        keys, types = set(self.chosen.skip), set(self.chosen.float_ops)
+        return tuple(layer for layer in self.layers if layer.key in keys or layer.op_type in types)
 
     def weight_bytes(self) -> dict:
         """Weights of the quantisable layers as deployed: 1 byte per int8 weight, 4 per float weight."""
@@ -288,9 +315,12 @@ class QuantSearchResult:
     def float_costs(self) -> list[dict]:
         """What each float layer costs and buys: its extra weight bytes over int8, and the budget drop measured
         with only that layer returned to int8 (the fallback's prune pass; None where no such candidate ran)."""
-        full = [c for c in self.candidates if c.algo == self.chosen.algo and c.samples == self.evaluation_samples]
+        full = [c for c in self.candidates if c.algo == self.chosen.algo and c.samples == self.evaluation_samples
+                and set(c.float_ops) == set(self.chosen.float_ops)]
         costs = []
         for layer in self.float_layers:
+            if layer.key not in self.chosen.skip:
+                continue                 # float by its op type (a cost candidate): the candidates table has it
             without = set(self.chosen.skip) - {layer.key}
             measured = next((c for c in full if set(c.skip) == without), None)
             costs.append({"name": layer.name, "op_type": layer.op_type, "weights": layer.weight_elements,
@@ -306,25 +336,58 @@ class QuantSearchResult:
         for c in self.candidates:
             if c.failed:
                 out.append(f"  ✗ {c.purpose} {c.algo}: failed: {c.error}")
-            elif c.purpose in ("algorithm", "fallback"):
+            elif c.purpose in ("algorithm", "fallback", "op-float"):
                 mark = "✓" if c.holds else "✗"
-                floats = f", float: {', '.join(c.skip)}" if c.skip else ""
+                floats = f", {c.describe_floats()}" if c.describe_floats() else ""
                 task = f", {self.metric_name} {c.score.task:.2f} %" if c.score.task is not None else ""
                 out.append(f"  {mark} {c.purpose} {c.algo}{floats}: drop {drop(c.score):.4g}{task}, cosine "
-                           f"{c.score.cosine:.6f}{' (cached)' if c.reused else ''}")
+                           f"{c.score.cosine:.6f}{' (cached)' if c.reused else ''}{self._instructions(c)}")
         floats = ", ".join(f"{layer.name} ({layer.op_type})" for layer in self.float_layers) or "none"
         verdict = "meets" if self.holds else "MISSES"
         out.append(f"  chosen: {self.chosen.algo}, layers kept in float: {floats}; {verdict} the budget "
                    f"(drop {drop(self.chosen.score):.4g})")
+        out.extend(f"  {line}" for line in self.cost_lines())
         if with_notes:
             out.extend(f"  note: {n}" for n in self.notes)
         return out
 
 
+    def _instructions(self, c: Candidate) -> str:
+        cpu = self.cost.cpu if self.cost is not None and self.cost.counted else None
+        n = c.counts.get(cpu) if cpu else None
+        if n is None:
+            return ""
+        fp32 = self.cost.fp32.get(cpu)
+        return f", {n:,} instructions on {cpu}" + (f" ({n / fp32:.2f}x FP32)" if fp32 else "")
+
+    def cost_lines(self) -> list[str]:
+        """What the cost step found, or why it did not run; empty when the search was not asked to count."""
+        cost = self.cost
+        if cost is None:
+            return []
+        if not cost.counted:
+            return [f"cost: not counted ({cost.reason}); chosen by accuracy alone"]
+        cpu, fp32 = cost.cpu, cost.fp32
+        shown = ", ".join(f"{p} {r:.2f}x" for p, r in cost.int8_vs_fp32.items())
+        out = [f"cost on the {cpu} CPU profile: {cost.counted_candidates} candidate(s) within the budget counted; "
+               f"chosen INT8 {self.chosen.counts.get(cpu, 0):,} instructions per inference, FP32 {fp32.get(cpu, 0):,}"
+               + (f" (INT8/FP32 {shown})" if shown else "")]
+        if cost.chosen_by == "instructions" and cost.accuracy_choice is not None:
+            out.append(f"cost: chose the cheapest within the budget over the accuracy choice "
+                       f"({cost.accuracy_choice[3]:,} instructions on {cpu})")
+        for op_type, found in cost.op_types.items():
+            out.append(f"cost: {op_type} kernels {found.int8:,} instructions in INT8, {found.fp32:,} in FP32 "
+                       f"on {cpu}: " + ("tried float" if found.tried_float else "INT8 kept"))
+        if cost.op_types_note:
+            out.append(f"cost: {cost.op_types_note}")
+        out.extend(f"cost: not counted: {line}" for line in cost.not_counted)
+        return out
+
     def to_json(self) -> dict:
         return {
             "budget": {"metric": self.budget.metric, "max_drop": self.budget.max_drop},
             "holds": self.holds, "algo": self.chosen.algo, "float_layers": list(self.chosen.skip),
+            "float_op_types": list(self.chosen.float_ops), "cost": self.cost.to_json() if self.cost else None,
             "drop": self.budget.drop(self.chosen.score), "score": self.chosen.score.to_json(),
             "float_costs": self.float_costs(),
             "task_metric": self.task_metric, "reference_task": self.reference_task,
@@ -334,10 +397,11 @@ class QuantSearchResult:
             "method": self.plan.method if self.plan else None,
             "candidates": [{"algo": c.algo, "float_layers": list(c.skip), "purpose": c.purpose, "holds": c.holds,
                             "samples": c.samples, "reused": c.reused, "seconds": round(c.seconds, 3),
+                            "float_op_types": list(c.float_ops), "instructions": c.counts or None,
                             **(c.score.to_json() if c.score is not None else {"error": c.error})}
                            for c in self.candidates],
             "layers": [{"name": s.layer.name, "op_type": s.layer.op_type, "rank": s.rank, "value": s.value,
-                        "float": s.layer.key in set(self.chosen.skip)} for s in self.sensitivity],
+                        "float": s.layer in self.float_layers} for s in self.sensitivity],
         }
 
 
@@ -364,7 +428,8 @@ def choose(candidates: Sequence[Candidate], budget: Budget) -> Candidate:
 def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: QuantConfig,
                        plan: SearchPlan, work_dir: Path, cache_dir: Path | None = None,
                        quantize: Quantize = ptq.quantize_int8, evaluator: Evaluator | None = None,
-                       executor: executors.Executor | None = None) -> QuantSearchResult:
+                       executor: executors.Executor | None = None, coster: Coster | None = None,
+                       no_cost: str = "") -> QuantSearchResult:
     """INT8 of `model` that meets `plan.budget` on `evaluation`, or the best found (check `.holds`).
 
     `executor` (default: EDGEKIT_EXECUTOR, else serial) calibrates the independent candidates ahead: the
@@ -375,6 +440,9 @@ def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Sam
     `evaluator` (default: output agreement with `model` on `evaluation`) judges candidates; one
     made with the task and its truth scores them in the task's primary metric, which a points
     budget needs, and the budget's metric must be that one.
+
+    `coster` (with `plan.cost_candidates` > 0) weighs cost among the candidates within the budget (quantize/cost.py);
+    without one the search chooses by accuracy, and `no_cost` says why in the result.
     """
     evaluator = evaluator or Evaluator.for_model(model, EvalSet(evaluation))
     wanted = plan.budget.task_metric
@@ -387,15 +455,17 @@ def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Sam
     own = executor is None
     executor = executors.from_environment(memory_mb=CALIBRATION_MEMORY_MB) if own else executor
     try:
-        return _search(model, calibration, evaluation, cfg, plan, quantize, evaluator, calibrate, scores, executor)
+        result = _search(model, calibration, evaluation, cfg, plan, quantize, evaluator, calibrate, scores, executor,
+                         coster, no_cost)
     finally:
         if own:
             executor.close()
+    return result
 
 
 def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: QuantConfig, plan: SearchPlan,
             quantize: Quantize, evaluator: Evaluator, calibrate: Calibrator, scores: ScoreStore,
-            executor: executors.Executor) -> QuantSearchResult:
+            executor: executors.Executor, coster: Coster | None = None, no_cost: str = "") -> QuantSearchResult:
     ahead: dict[str, tuple[Score, bool] | QuantizeError] = {}   # score key -> (score, reused) or the failure, from the executor
 
     judges = {id(evaluator): evaluator.digest()}
@@ -424,9 +494,9 @@ def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: 
             ahead[key] = (score, reused)
             calibrate.calibrations += ran
 
-    def run(algo: str, skip: tuple[str, ...], purpose: str, judge: Evaluator) -> Candidate:
+    def run(algo: str, skip: tuple[str, ...], purpose: str, judge: Evaluator, float_ops: tuple[str, ...] = ()) -> Candidate:
         start = time.monotonic()
-        key = score_key(calibrate.key(algo, skip), judges[id(judge)])
+        key = score_key(calibrate.key(algo, skip, float_ops), judges[id(judge)])
         score, reused = scores.get(key), True
         try:
             if score is None and key in ahead:
@@ -436,20 +506,20 @@ def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: 
                 score, reused = done
                 scores.put(key, score)
             elif score is None:
-                calibrated = calibrate(algo, skip)
+                calibrated = calibrate(algo, skip, float_ops=float_ops)
                 score, reused = judge.score(calibrated.quantized.model), calibrated.reused
                 scores.put(key, score)
         except QuantizeError as exc:
-            if purpose != "algorithm":      # a float list of an algorithm that worked: a real failure of the build
+            if purpose not in ("algorithm", "op-float"):   # a float list of an algorithm that worked: a real failure
                 raise
             failed = Candidate(algo, tuple(skip), None, False, purpose, len(judge.samples), False,
-                               time.monotonic() - start, exc.message)
+                               time.monotonic() - start, exc.message, tuple(float_ops))
             candidates.append(failed)
             log.warning("calibration %s failed, trying the other algorithms: %s", algo, exc.message)
             return failed
         full_set = judge is evaluator
         candidate = Candidate(algo, tuple(skip), score, full_set and plan.budget.holds(score), purpose,
-                              len(judge.samples), reused, time.monotonic() - start)
+                              len(judge.samples), reused, time.monotonic() - start, "", tuple(float_ops))
         candidates.append(candidate)
         log.info("%s %s, float %s: drop %.4g, cosine %.6f%s", purpose, algo, list(skip), plan.budget.drop(score),
                  score.cosine, " (cached)" if reused else "")
@@ -486,14 +556,91 @@ def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: 
     if len(plan.algos) > 1 or result_fallback is not None:
         notes.append("candidates were chosen on the evaluation samples the parity gate also uses: "
                      "a held-out set gives an unbiased figure")
-    final = calibrate(chosen.algo, chosen.skip, keep=True)
+    cost = None
+    if plan.cost_candidates > 0 or coster is not None:
+        chosen, cost = _weigh_cost(model, plan, evaluator, calibrate, candidates, chosen, layers, coster, no_cost, run)
+    final = calibrate(chosen.algo, chosen.skip, keep=True, float_ops=chosen.float_ops)
     low = final.quantized.float_activations
     if low:
         notes.append(f"{len(low)} activation(s) of rank 0 or 1 left float, not calibrated (PaddleSlim's samplers read "
                      f"[batch, ...] tensors): {', '.join(low[:8])}{' ...' if len(low) > 8 else ''}")
     return QuantSearchResult(final.quantized, chosen, plan.budget, evaluator.reference_task, layers, tuple(candidates),
                              sensitivity, result_fallback, plan, len(evaluation), calibrate.calibrations, tuple(notes),
-                             evaluator.metric, getattr(evaluator, "reference_metrics", None))
+                             evaluator.metric, getattr(evaluator, "reference_metrics", None), cost)
+
+
+def _weigh_cost(model: StaticModel, plan: SearchPlan, evaluator: Evaluator, calibrate: Calibrator,
+                candidates: list[Candidate], chosen: Candidate, layers: Sequence[QuantLayer], coster: Coster | None,
+                no_cost: str, run: Callable[..., Candidate]) -> tuple[Candidate, CostRecord]:
+    """The cost step (quantize/cost.py): count FP32 and the candidates within the budget, add candidates that keep
+    an op type float where the profile finds its INT8 kernels no cheaper, and choose the cheapest within the budget.
+    `candidates` gets the counted copies of the candidates (in place of the uncounted ones) and the new ones.
+    Returns (chosen, the cost record)."""
+    from edgekit.core.errors import EdgekitError
+
+    if coster is None or plan.cost_candidates == 0:
+        reason = no_cost or ("[quantize] cost_candidates = 0" if plan.cost_candidates == 0 else "no cost counter")
+        return chosen, CostRecord(False, reason)
+    if not chosen.holds:
+        return chosen, CostRecord(False, "no candidate meets the accuracy budget")
+    start = time.monotonic()
+    cpu = coster.cpu
+    try:
+        fp32 = coster.count(model, "fp32")
+    except EdgekitError as exc:
+        log.warning("cost not counted: FP32 count failed: %s", exc.message)
+        return chosen, CostRecord(False, f"the FP32 count failed: {exc.message}")
+    counted: dict[int, Candidate] = {}       # id of the uncounted candidate -> its counted copy
+    failures: list[str] = []
+
+    def count(c: Candidate) -> Candidate | None:
+        if id(c) in counted:
+            return counted[id(c)]
+        try:
+            found = coster.count(calibrate(c.algo, c.skip, float_ops=c.float_ops).quantized.model, "int8")
+        except EdgekitError as exc:
+            log.warning("candidate %s %s not counted: %s", c.algo, c.describe_floats(), exc.message)
+            failures.append(f"{c.purpose} {c.algo}{' ' + c.describe_floats() if c.describe_floats() else ''}: "
+                            f"{exc.message}")
+            return None
+        done = replace(c, instructions=tuple(sorted(found.items())))
+        candidates[next(i for i, x in enumerate(candidates) if x is c)] = done
+        counted[id(c)] = done
+        log.info("cost: %s %s %s: %s instructions on %s", c.purpose, c.algo, c.describe_floats() or "(all int8)",
+                 f"{found.get(cpu, 0):,}", cpu)
+        return done
+
+    first = count(chosen)
+    if first is None:
+        return chosen, CostRecord(False, f"the accuracy choice could not be counted ({failures[0]})", cpu,
+                                  plan.cost_candidates, fp32)
+    present = sorted({layer.op_type for layer in layers} & set(cost_mod.OP_TYPE_KERNELS))
+    op_types: dict[str, cost_mod.OpTypeCost] = {}
+    note = ""
+    if present and plan.cost_candidates < 2:
+        note = "op types not profiled: [quantize] cost_candidates = 1 leaves no room to count an op-type candidate"
+    elif present:
+        try:
+            op_costs = coster.op_costs(calibrate(chosen.algo, chosen.skip).quantized.model, model, present)
+        except EdgekitError as exc:
+            op_costs = {}
+            note = f"op types not profiled ({exc.message})"
+        wanted = cost_mod.float_op_types(op_costs, present)
+        tried = {t for group in wanted for t in group}
+        op_types = {t: cost_mod.OpTypeCost(int(op_costs[t]["int8"]), int(op_costs[t]["fp32"]), t in tried)
+                    for t in present if t in op_costs}
+        for group in wanted[:max(0, plan.cost_candidates - 1)]:
+            run(chosen.algo, chosen.skip, "op-float", evaluator, group)
+    else:
+        note = f"no op type of {', '.join(cost_mod.OP_TYPE_KERNELS)} in the model: no op-type candidate"
+    pool = cost_mod.cost_pool(candidates, plan.budget, first, plan.cost_candidates, len(evaluator.samples),
+                              prefer="op-float")
+    done = [count(c) if not c.instructions else c for c in pool]
+    best = cost_mod.cheapest([c for c in done if c is not None], plan.budget, cpu, prefer=first) or first
+    return best, CostRecord(
+        True, "", cpu, plan.cost_candidates, fp32, best.counts, "instructions" if best is not first else "accuracy",
+        (first.algo, first.skip, first.float_ops, first.counts[cpu]), op_types, note, tuple(failures),
+        sum(1 for c in done if c is not None), round(time.monotonic() - start, 2))
 
 
 __all__ = ["SearchPlan", "Candidate", "QuantSearchResult", "Calibrator", "ScoreStore", "quantize_to_budget", "choose",

@@ -269,6 +269,9 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
         raise ConfigError(f"sensitivity_method {quant.sensitivity_method!r} is unknown", f"use {' or '.join(SENSITIVITY_METHODS)}")
     if quant.sensitivity_samples < 0:
         raise ConfigError("sensitivity_samples is negative", "give a sample count, or 0 for all evaluation samples")
+    if quant.cost_candidates < 0:
+        raise ConfigError(f"[quantize] cost_candidates = {quant.cost_candidates} is negative",
+                          "give how many INT8 candidates within the budget to count (e.g. 3), or 0 to not count cost")
     if quant.algo not in CALIBRATION_ALGOS:
         raise ConfigError(f"calibration algorithm {quant.algo!r} is unknown", f"use one of {', '.join(CALIBRATION_ALGOS)}")
     if quant.batch_size < 1 or quant.batch_nums < 1:

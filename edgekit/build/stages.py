@@ -255,16 +255,39 @@ def quantize_int8(rec: StageView) -> StageView:
 
     cfg, q, evaluation = rec.cfg, rec.cfg.quant, rec.evaluation
     plan = SearchPlan(tiers.precision_budget(cfg, evaluation), q.search_algos or (q.algo,), q.fallback,
-                      q.max_float_fraction, q.sensitivity_method, q.sensitivity_samples, q.analyse_layers)
+                      q.max_float_fraction, q.sensitivity_method, q.sensitivity_samples, q.analyse_layers,
+                      q.cost_candidates)
     judge = Evaluator.for_model(rec.static, evaluation, reference=rec.reference)
+    coster, no_cost = _search_coster(rec) if q.cost_candidates else (None, "[quantize] cost_candidates = 0")
     search = quantize_to_budget(rec.static, rec.calibration, evaluation.samples, q, plan, _folder(rec, "quant"),
-                                q.cache_dir, evaluator=judge)
+                                q.cache_dir, evaluator=judge, coster=coster, no_cost=no_cost)
     warnings = check_calibration(rec.calibration.inputs, evaluation.inputs if cfg.data.evaluation else None,
                                  search.quantized.calibration_samples)
     for warning in warnings:
         log.warning("%s", warning)
     require_kernels(search.quantized.model, TARGETS[cfg.target].opt_places, cfg, f"the quantised model on {cfg.target.value}")
     return rec.with_(quantized=search.quantized, search=search, data_warnings=tuple(warnings))
+
+
+def _search_coster(rec: StageView):
+    """(the INT8 search's cost counter, "") when tier C can run here, else (None, why not): cost is counted only with
+    the ARM runtime, qemu and the cross compiler (edgekit/verify/search_cost.py)."""
+    from edgekit.core.errors import EmulationUnavailable
+    from edgekit.verify.emulator import Emulator
+    from edgekit.verify.search_cost import EmulatedCost, count_cache
+    from edgekit.verify.tier_c import count_sample
+
+    cfg = rec.cfg
+    if not cfg.emulation.enabled:
+        return None, "tier C is off (--no-emulation / [emulation] enabled = false)"
+    try:
+        emulator = Emulator.prepare(TARGETS[cfg.target].emulation, cfg.emulation, cfg.tool_timeout)
+    except EmulationUnavailable as exc:
+        return None, f"tier C cannot run here: {exc.message}"
+    coster = EmulatedCost(emulator, cfg.emulation, cfg.target.value, rec.work / "cost",
+                          dict(rec.evaluation.samples.head(4).inputs), count_sample(cfg, rec.evaluation),
+                          count_cache(cfg, rec.work), cfg.tool_timeout)
+    return coster, ""
 
 
 @declares(reads=("static",), writes=("quantized",))
@@ -358,7 +381,8 @@ def tier_b(rec: StageView) -> StageView:
     return rec.with_(report=report, simulated=tuple(simulated))
 
 
-@declares(reads=("report", "device", "evaluation", "reference", "static", "?simulated"), writes=("report", "emulation"))
+@declares(reads=("report", "device", "evaluation", "reference", "static", "?simulated", "?search"),
+          writes=("report", "emulation"))
 def tier_c(rec: StageView) -> StageView:
     """model.nb itself on Paddle-Lite's ARM kernels under qemu (or a note saying why not, never a silent pass)."""
     from edgekit.verify.tier_c import emulate

@@ -94,6 +94,7 @@ class QuantConfig:
     sensitivity_method: str = "alone"     # rank by "only this layer int8" or "all-but" (everything else int8)
     sensitivity_samples: int = 0          # 0 = all evaluation samples
     analyse_layers: bool = False          # rank every layer for the report even when no fallback is needed
+    cost_candidates: int = 3              # INT8 candidates within the budget counted under qemu (tier C); 0 = accuracy only
     cache_dir: Path | None = None         # calibration cache; None = no cache
 
 

@@ -55,11 +55,22 @@ def emulate(rec) -> tuple[parity.ParityReport, Emulation]:
     return tier_c(rec, emulator)
 
 
+def emulated_subset(cfg: BuildConfig, evaluation):
+    """(count, the evaluation samples tier C runs): [emulation] max_samples of them, spread over the set. Its first
+    sample is the one whose instructions are counted (here and by the INT8 search's cost step)."""
+    count = len(evaluation) if not cfg.emulation.max_samples else min(cfg.emulation.max_samples, len(evaluation))
+    return count, evaluation.spread(count)
+
+
+def count_sample(cfg: BuildConfig, evaluation) -> dict[str, np.ndarray]:
+    """The one sample tier C counts instructions on (the first of `emulated_subset`)."""
+    return {name: values[:1] for name, values in emulated_subset(cfg, evaluation)[1].inputs.items()}
+
+
 def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, Emulation]:
     cfg, evaluation = rec.cfg, rec.evaluation
-    count = len(evaluation) if not cfg.emulation.max_samples else min(cfg.emulation.max_samples, len(evaluation))
+    count, subset = emulated_subset(cfg, evaluation)
     picks = spread_indices(len(evaluation), count)
-    subset = evaluation.spread(count)
     reference = tiers.pick(rec.static, rec.reference, picks)
     start = time.monotonic()
     run = _cached_run if not tiers.holds_nms(rec.static) else _nms_rows_run   # a kept NMS op: rows + counts
@@ -80,7 +91,7 @@ def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, Emulation]:
                    cached=cached, int8_kernels=_kernel_path(records), **_timing(records),
                    agreement_with_b=_agreement(rec, subset, picks, outputs),
                    instruction_counts=_instruction_counts(cfg, emulator, rec.device.nb_file, subset,
-                                                          tiers.holds_nms(rec.static)))
+                                                          tiers.holds_nms(rec.static), rec.work))
     key = getattr(subset.task, "golden_key", None)     # detections matched / class maps compared per image
     if cfg.precision is not Precision.fp32 and key:
         summary[key] = subset.task.match_outputs(reference, outputs)   # sets the golden floors (stages._golden_floors)
@@ -98,13 +109,16 @@ def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, Emulation]:
     return report, Emulation.of(summary, key if cfg.precision is not Precision.fp32 else None)
 
 
-def _instruction_counts(cfg: BuildConfig, emulator: Emulator, nb_file: Path, subset, rows: bool = False) -> dict:
-    """Guest instructions of one inference per kernel path (edgekit/verify/counts.py); why not, when they cannot be counted."""
+def _instruction_counts(cfg: BuildConfig, emulator: Emulator, nb_file: Path, subset, rows: bool = False,
+                        work: Path | None = None) -> dict:
+    """Guest instructions of one inference per kernel path (edgekit/verify/counts.py); why not, when they cannot be
+    counted. Cached where the INT8 search's cost step counted the same .nb (`search_cost.count_cache`)."""
     from edgekit.verify import counts, latency
+    from edgekit.verify.search_cost import count_cache
     from edgekit.core.errors import EdgekitError
 
     sample = {name: values[:1] for name, values in subset.inputs.items()}
-    folder = cfg.quant.cache_dir / "emulation" if cfg.quant.cache_dir is not None else None
+    folder = count_cache(cfg, work) if work is not None else None
     try:
         found = counts.measure(emulator, nb_file, sample, cache_folder=folder,
                               profiles=counts.kernel_paths(emulator.abi, emulator.cpu), rows=rows)
@@ -145,21 +159,35 @@ def costs_verdict(rec, emulator: Emulator, counts: Mapping, subset) -> dict | No
     from edgekit.core.errors import EdgekitError
     from edgekit.lite.rewrite import lite_safe
     from edgekit.verify import counts as costs
+    from edgekit.verify.search_cost import count_cache
 
     if rec.cfg.precision is not Precision.int8 or not counts.get("paths"):
         return None
+    counted = searched_fp32(rec.search, counts["paths"])
+    if counted is not None:             # the INT8 search's cost step counted FP32 on these paths: not twice
+        return int8_verdict(counts["paths"], counted, emulator.cpu)
     try:
         samples = dict(rec.evaluation.samples.head(4).inputs)
         safe, _ = lite_safe(rec.static, rec.work / "rewrite-fp32-reference", samples, x86=False)
         fp32 = lite.convert(safe, "arm", rec.work / "fp32-reference.nb", timeout=rec.cfg.tool_timeout,
                             target=rec.cfg.target.value, precision="fp32")
         sample = {name: values[:1] for name, values in subset.inputs.items()}
-        folder = rec.cfg.quant.cache_dir / "emulation" if rec.cfg.quant.cache_dir is not None else None
+        folder = count_cache(rec.cfg, rec.work)
         reference = costs.measure(emulator, fp32.nb_file, sample, cache_folder=folder, profiles=list(counts["paths"]))
     except EdgekitError as exc:
         log.warning("FP32 reference count not made: %s", exc.message)
         return None
     return int8_verdict(counts["paths"], reference["paths"], emulator.cpu)
+
+
+def searched_fp32(search, paths: Mapping) -> dict | None:
+    """FP32's counts from the INT8 search's cost step, as `int8_verdict` reads them, when they cover every path in
+    `paths`; None otherwise (no search, cost not counted, fewer paths)."""
+    cost = getattr(search, "cost", None)
+    fp32 = cost.fp32 if cost is not None and cost.counted else None
+    if not fp32 or not set(paths) <= set(fp32):
+        return None
+    return {p: {"per_inference": {"total": int(n)}} for p, n in fp32.items()}
 
 
 def _agreement(rec, subset, picks, outputs) -> dict | None:

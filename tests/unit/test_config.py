@@ -358,7 +358,16 @@ def test_to_json_is_json_serialisable(tmp_path):
     assert record["quant"] == {"algo": "avg", "batch_size": 16, "batch_nums": 8, "onnx_format": False,
                                "search_algos": [], "max_drop": None, "fallback": True, "max_float_fraction": 0.5,
                                "sensitivity_method": "alone", "sensitivity_samples": 0, "analyse_layers": False,
+                               "cost_candidates": 3,
                                "cache_dir": str(Path.home() / ".cache" / "edgekit" / "calibration")}
+
+
+def test_cost_candidates_is_read_from_quantize_and_checked(tmp_path):
+    toml = write_toml(tmp_path, FACTORY_MODEL + '[quantize]\ncost_candidates = 1\n')
+    assert resolve(toml, {}, environ=NO_ENV).quant.cost_candidates == 1
+    bad = write_toml(tmp_path, FACTORY_MODEL + '[quantize]\ncost_candidates = -2\n')
+    with pytest.raises(ConfigError, match="cost_candidates = -2 is negative"):
+        resolve(bad, {}, environ=NO_ENV)
 
 
 # --- [preprocess] and value types in edgekit.toml ----------------------------------------------------
