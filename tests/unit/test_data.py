@@ -285,6 +285,21 @@ def test_load_images_of_different_sizes_without_resize(tmp_path):
     assert resized.inputs["image"].shape == (2, 1, 4, 4)
 
 
+def test_load_images_of_lines_at_their_own_width_pads_them_to_the_widest(tmp_path):
+    """A dynamic-width spec (PP-OCRv5 rec read from its inference.yml) on a folder of lines: one line wider than
+    resize[1] made the INT8 build stop ("give tensors of different shapes", bench_ocrv5 calibration lines)."""
+    write_png(tmp_path / "a.png", np.full((8, 8), 255, np.uint8))      # 4 columns at height 4: tensor 12, padded
+    write_png(tmp_path / "b.png", np.full((8, 40), 255, np.uint8))     # 20 columns: its tensor 24 wide
+    spec = PreprocessSpec(color="gray", resize=(4, 12), resize_mode="fit_height", scale=1.0, pad_value=-7.0,
+                          width_mode="dynamic", max_width=40, width_step=8)
+    x = load_images(tmp_path, spec, "image").inputs["image"]
+    assert x.shape == (2, 1, 4, 24)
+    assert (x[0, :, :, :4] == 255.0).all() and (x[0, :, :, 4:] == -7.0).all()
+    assert (x[1, :, :, :20] == 255.0).all() and (x[1, :, :, 20:] == -7.0).all()
+    nhwc = PreprocessSpec(**{**spec.__dict__, "layout": "NHWC"})
+    assert load_images(tmp_path, nhwc, "image").inputs["image"].shape == (2, 4, 24, 1)
+
+
 def test_read_labels(tmp_path):
     (tmp_path / "labels.txt").write_text("cat\n\n dog \n", encoding="utf-8")
     assert read_labels(tmp_path / "labels.txt") == ["cat", "dog"]
