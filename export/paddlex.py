@@ -269,6 +269,8 @@ class _Builder:
         self.channels = -1                        # from an op's image_shape
         self.default_size: tuple[int, int] | None = None   # DetResizeForTest's page size, for a program with open H/W
         self.default_from = ""
+        self.widen, self.widen_from = False, ""  # RecResizeImg: PaddleX makes a line's tensor as wide as the line
+        self.max_width: int | None = None         # ... and so does edgekit (width_mode dynamic) up to this width
         self.notes: list[str] = []
 
     def interp(self, name: Any, where: str) -> None:
@@ -289,9 +291,23 @@ class _Builder:
         self.mode = "fit_height" if args.get("padding", True) else "stretch"
         self.scale, self.mean, self.std, self.layout = OCR_SCALE, OCR_MEAN, OCR_STD, "NCHW"
         self.size = (height, -1 if widen and self.mode == "fit_height" else width)
-        if widen and self.mode == "fit_height":
-            self.notes.append(f"{where}.image_shape {[channels, height, width]}: PaddleX widens the input for lines "
-                              f"longer than {width / height:.3g}:1; edgekit's input is {width} wide (longer lines are squeezed)")
+        self.widen = widen and self.mode == "fit_height"
+        if self.widen:
+            self.widen_from = f"{where}.image_shape {[channels, height, width]}"
+
+    def widen_up_to(self, widest: int | None) -> None:
+        """RecResizeImg: PaddleX sizes each line's tensor by the line (at least image_shape's width); edgekit's
+        width_mode dynamic does the same up to the widest input the yml states (Hpi's max shape), else squeezes."""
+        if not self.widen:
+            return
+        height, width = self.resize
+        if widest is not None and widest > width:
+            self.max_width = widest
+            self.notes.append(f"{self.widen_from}: PaddleX widens the input for lines longer than {width / height:.3g}:1; "
+                              f"edgekit too (width_mode dynamic), up to Hpi's widest input {widest}")
+        else:
+            self.notes.append(f"{self.widen_from}: PaddleX widens the input for lines longer than {width / height:.3g}:1; "
+                              f"edgekit's input is {width} wide (longer lines are squeezed; no Hpi max width stated)")
 
     def table(self) -> dict:
         table: dict[str, Any] = {"color": self.color}
@@ -299,6 +315,8 @@ class _Builder:
             table["resize"] = list(self.resize)
             if self.mode == "fit_height":
                 table.update(resize_mode="fit_height", pad_value=0.0)
+                if self.max_width is not None:
+                    table.update(width_mode="dynamic", max_width=self.max_width)
         if self.crop is not None:
             table["crop"] = list(self.crop)
         table.update(interpolation=self.interpolation, scale=self.scale, mean=list(self.mean), std=list(self.std),
@@ -620,6 +638,7 @@ def _describe(path: Path, sha256: str, raw: Mapping, overridden: frozenset) -> M
         notes.append("preprocessing from edgekit.toml: inference.yml's is not read")
     else:
         built = _preprocess(raw, dialect)
+        built.widen_up_to(_widest_width(raw, dialect, built.layout))
         preprocess = built.table()
         _validate_preprocess(preprocess)
         notes += built.notes
@@ -751,6 +770,20 @@ def _stated_shape(raw: Mapping, dialect: str, notes: list[str]) -> tuple[str | N
     return None, None, None
 
 
+def _widest_width(raw: Mapping, dialect: str, layout: str) -> int | None:
+    """The width of the widest image input the file states (the last of Hpi's [min, opt, max] shapes), if any."""
+    _, fixed, _ = _stated_shape(raw, dialect, [])     # None unless Hpi's ranges are well formed
+    if fixed is None or len(fixed) != 4 or dialect == "paddleseg":
+        return None
+    backends = _args(raw.get("Hpi"), "Hpi").get("backend_configs")
+    for backend in backends.values():
+        shapes = (backend.get("trt_dynamic_shapes") or backend.get("dynamic_shapes")) if isinstance(backend, Mapping) else None
+        if isinstance(shapes, Mapping) and shapes:
+            width = next(iter(shapes.values()))[-1][3 if layout == "NCHW" else 2]
+            return width if width > 0 else None
+    return None
+
+
 def _combine(declared: tuple[int, ...] | None, stated: tuple[int, ...] | None) -> tuple[int, ...] | None:
     if declared is None or stated is None:
         return declared or stated
@@ -801,9 +834,12 @@ def check_against_program(desc: ModelDescription, feeds: Sequence["InputSpec"]) 
     height, width = (shape[2], shape[3]) if nchw else (shape[1], shape[2])
     if pre and height > 0 and width > 0 and "crop" not in pre:
         resize = pre.get("resize")
-        if pre.get("resize_mode") == "fit_height" and resize and resize[1] != width:
+        if pre.get("resize_mode") == "fit_height" and resize and (resize[1] != width or "max_width" in pre):
             pre["resize"] = [resize[0], width]
-            notes.append(f"lines are padded to the program's width {width}, not inference.yml's {resize[1]}")
+            if pre.pop("max_width", None) is not None:
+                pre.pop("width_mode", None)
+            notes.append(f"lines are padded to the program's fixed width {width}"
+                         + (f", not inference.yml's {resize[1]}" if resize[1] != width else ""))
         elif pre.get("resize_mode", "stretch") == "stretch" and resize != [height, width]:
             pre["resize"] = [height, width]
             notes.append(f"images are stretched to the program's input size {height}x{width}")
@@ -815,6 +851,8 @@ def merge_tables(desc: ModelDescription, preprocess: Mapping | None = None,
     """The [preprocess] and [task] tables the build uses: the yml's, overridden key by key by edgekit.toml's.
     A toml [task] of another kind replaces the yml's task whole (none of its options apply)."""
     merged_pre = {**desc.preprocess, **dict(preprocess or {})}
+    if merged_pre.get("width_mode") != "dynamic" or merged_pre.get("resize_mode") != "fit_height":
+        merged_pre.pop("max_width", None)           # the yml's widest line, meaningless once the toml fixes the width
     task = dict(task or {})
     if task.get("kind") not in (None, desc.task.get("kind")):
         return merged_pre, task

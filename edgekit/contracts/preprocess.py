@@ -9,7 +9,8 @@ Resize modes: `stretch` resizes to exactly [height, width]; `fit_height` (text l
 PaddleOCR's rec/cls input) resizes to `height` keeping the aspect ratio, at most
 `width` wide (width ceil(height * w / h)), and fills the columns to the right with
 `pad_value` in the final tensor. With `width_mode = "dynamic"` a fit_height tensor is as wide as
-the line itself (PaddleOCR's own resize): the line is resized to at most `max_width` columns and the tensor
+the line itself (PaddleOCR's own resize): a line wider than `resize[1]` is resized to int(height * (w / h))
+columns (PaddleOCR's truncation, not ceil), at most `max_width`, and the tensor
 is that width rounded up to a multiple of `width_step`, at least `resize[1]`, at most `max_width` (the
 rest padded). `letterbox` (detectors) scales the image by
 min(height / h, width / w) keeping its aspect ratio (sides rounded half up, at least 1),
@@ -117,8 +118,14 @@ class PreprocessSpec:
 
     def line_width(self, height: int, width: int) -> int:
         """fit_height: the resized line's width (at most resize[1], or max_width when dynamic)."""
-        cap = self.max_width if self.dynamic_width else self.resize[1]
-        return max(1, min(cap, math.ceil(self.resize[0] * width / height)))
+        if self.dynamic_width:
+            # PaddleOCR's resize_norm_img: with ratio = w / h (double), ceil(H * ratio) when that fits in resize[1],
+            # else the tensor's own width int(H * ratio): one column less than ceil, which flipped "office" to
+            # "ofice" on PP-OCRv5 rec (bench/bench_ocrv5_system.py)
+            wide = self.resize[0] * (width / height)
+            fits = math.ceil(wide)
+            return max(1, min(self.max_width, fits if fits <= self.resize[1] else int(wide)))
+        return max(1, min(self.resize[1], math.ceil(self.resize[0] * width / height)))
 
     def tensor_width(self, line_width: int) -> int:
         """fit_height: the tensor's width for a resized line `line_width` wide."""

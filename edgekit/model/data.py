@@ -101,6 +101,9 @@ def load_images(folder: Path, spec: PreprocessSpec, feed_name: str, labels: Sequ
                                 "add it to the labels file or rename the folder")
             label_ids.append(index[klass])
     shapes = {t.shape for t in tensors}
+    if len(shapes) > 1 and spec.dynamic_width:
+        tensors = _as_wide_as_the_widest(tensors, spec)
+        shapes = {t.shape for t in tensors}
     if len(shapes) > 1:
         raise DataError(f"images in {folder} give tensors of different shapes {sorted(shapes)[:3]}",
                         "set preprocess.resize (and crop) so every image becomes the model's input size")
@@ -111,6 +114,19 @@ def load_images(folder: Path, spec: PreprocessSpec, feed_name: str, labels: Sequ
         tuple(str(p.relative_to(folder)) for p, _ in files),
         str(folder),
     )
+
+
+def _as_wide_as_the_widest(tensors: list[np.ndarray], spec: PreprocessSpec) -> list[np.ndarray]:
+    """Lines of a dynamic-width spec, each at its own width, padded on the right with pad_value to the widest of the
+    folder: one batch, as PaddleOCR pads a batch of lines (squeezing them to resize[1] would change what they read)."""
+    axis = 2 if spec.layout == "NCHW" else 1
+    widest = max(t.shape[axis] for t in tensors)
+    out = []
+    for t in tensors:
+        pad = [(0, 0)] * t.ndim
+        pad[axis] = (0, widest - t.shape[axis])
+        out.append(np.pad(t, pad, constant_values=np.float32(spec.pad_value)) if widest > t.shape[axis] else t)
+    return out
 
 
 def _npy_header(handle, what: str, error) -> tuple[tuple[int, ...], np.dtype]:

@@ -41,6 +41,9 @@ def specs() -> dict[str, PreprocessSpec]:
         "ppocr-rec": example_spec(EXAMPLES / "ppocr" / "rec.toml"),
         "ppocr-cls": example_spec(EXAMPLES / "ppocr" / "cls.toml"),
         "ppocr-rec-dynamic": example_spec(EXAMPLES / "ppocr" / "rec_dynamic.toml"),
+        # PP-OCRv5 rec as its inference.yml reads (export/paddlex.py): a long line gets int(48 * w / h) columns
+        "ppocrv5-rec-dynamic": PreprocessSpec(color="bgr", resize=(48, 320), resize_mode="fit_height", scale=1 / 255,
+                                              mean=(0.5,), std=(0.5,), width_mode="dynamic", max_width=3200),
         "line-dynamic-small": PreprocessSpec(color="rgb", resize=(24, 120), resize_mode="fit_height", scale=1 / 255,
                                              mean=(0.5,), std=(0.5,), width_mode="dynamic", max_width=400, width_step=16),
         "gray-fit-dynamic-area-nhwc": PreprocessSpec(color="gray", resize=(16, 40), resize_mode="fit_height",

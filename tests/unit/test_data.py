@@ -79,6 +79,22 @@ def test_dynamic_width_follows_the_line_in_steps_between_the_width_and_max_width
     assert spec.geometry(2, 10).resized_width == 20 and spec.tensor_width(20) == 24
 
 
+def test_dynamic_width_resizes_a_long_line_as_paddleocr_does():
+    """PaddleOCR's resize_norm_img: ratio = w / h; a line wider than the base width gets int(H * ratio) columns (its
+    tensor's width), not ceil. A PP-OCRv5 page line of 28 x 456 pixels: 781 columns (ceil gave 782, and the
+    recogniser read "office" as "ofice", bench/bench_ocrv5_system.py)."""
+    spec = PreprocessSpec(resize=(48, 320), resize_mode="fit_height", width_mode="dynamic", max_width=3200)
+    assert spec.line_width(28, 456) == 781 and spec.geometry(28, 456).resized_width == 781
+    assert spec.apply(np.zeros((28, 456, 3), np.uint8)).shape == (3, 48, 800)      # 781 columns padded to 800
+    assert spec.line_width(31, 479) == 741                                         # 741.68: truncated
+    assert spec.line_width(30, 100) == 160                                         # fits in 320: ceil, as before
+    assert spec.line_width(28, 185) == 318                                         # 317.14 -> ceil 318 <= 320
+    assert spec.line_width(10, 67) == 321                                          # 321.6 -> int, 321 > 320
+    assert spec.line_width(1, 1000) == 3200                                        # at most max_width
+    fixed = PreprocessSpec(resize=(48, 320), resize_mode="fit_height")
+    assert fixed.line_width(28, 185) == 318 and fixed.line_width(28, 456) == 320   # fixed width: unchanged
+
+
 def test_dynamic_width_round_trips_and_fixed_files_carry_no_width_keys():
     spec = PreprocessSpec(resize=(48, 320), resize_mode="fit_height", width_mode="dynamic", max_width=1280)
     record = spec.to_json()
@@ -267,6 +283,21 @@ def test_load_images_of_different_sizes_without_resize(tmp_path):
         load_images(tmp_path, GRAY, "image")
     resized = load_images(tmp_path, PreprocessSpec(color="gray", resize=(4, 4)), "image")
     assert resized.inputs["image"].shape == (2, 1, 4, 4)
+
+
+def test_load_images_of_lines_at_their_own_width_pads_them_to_the_widest(tmp_path):
+    """A dynamic-width spec (PP-OCRv5 rec read from its inference.yml) on a folder of lines: one line wider than
+    resize[1] made the INT8 build stop ("give tensors of different shapes", bench_ocrv5 calibration lines)."""
+    write_png(tmp_path / "a.png", np.full((8, 8), 255, np.uint8))      # 4 columns at height 4: tensor 12, padded
+    write_png(tmp_path / "b.png", np.full((8, 40), 255, np.uint8))     # 20 columns: its tensor 24 wide
+    spec = PreprocessSpec(color="gray", resize=(4, 12), resize_mode="fit_height", scale=1.0, pad_value=-7.0,
+                          width_mode="dynamic", max_width=40, width_step=8)
+    x = load_images(tmp_path, spec, "image").inputs["image"]
+    assert x.shape == (2, 1, 4, 24)
+    assert (x[0, :, :, :4] == 255.0).all() and (x[0, :, :, 4:] == -7.0).all()
+    assert (x[1, :, :, :20] == 255.0).all() and (x[1, :, :, 20:] == -7.0).all()
+    nhwc = PreprocessSpec(**{**spec.__dict__, "layout": "NHWC"})
+    assert load_images(tmp_path, nhwc, "image").inputs["image"].shape == (2, 4, 24, 1)
 
 
 def test_read_labels(tmp_path):

@@ -104,8 +104,8 @@ def test_text_recognition_sample_and_dictionary_convention():
     assert (desc.paddlex_task, desc.kind, desc.input_shape) == ("text_recognition", TaskKind.ocr_rec, (-1, 3, 48, -1))
     assert desc.typical_shape == (-1, 3, 48, 320)
     assert desc.preprocess == {"color": "bgr", "resize": [48, 320], "resize_mode": "fit_height", "pad_value": 0.0,
-                               "interpolation": "linear", "scale": 1.0 / 255.0, "mean": [0.5], "std": [0.5],
-                               "layout": "NCHW"}
+                               "width_mode": "dynamic", "max_width": 3200, "interpolation": "linear",
+                               "scale": 1.0 / 255.0, "mean": [0.5], "std": [0.5], "layout": "NCHW"}
     assert desc.task == {"kind": "ocr_rec", "dictionary": REC_DICTIONARY, "use_space_char": True}
     assert list(desc.labels) == REC_DICTIONARY and len(REC_DICTIONARY) == 70
     task = make_task("ocr_rec", {k: v for k, v in desc.task.items() if k != "kind"})
@@ -123,6 +123,7 @@ def test_text_recognition_width_follows_the_program_height_must_match():
     assert wide.preprocess["resize"] == [48, 480] and wide.input_shape == (-1, 3, 48, 480)
     assert spec_of(wide.preprocess).apply(np.zeros((20, 40, 3), np.uint8)).shape == (3, 48, 480)
     assert check_against_program(desc, [InputSpec("x", (-1, 3, 48, -1))]).preprocess["resize"] == [48, 320]
+    assert "width_mode" not in wide.preprocess and "max_width" not in wide.preprocess   # a fixed program: fixed lines
     with pytest.raises(InputModelError, match=r"height 48 .* has 32") as caught:
         check_against_program(desc, [InputSpec("x", (-1, 3, 32, 320))])
     assert "inference.yml" in caught.value.hint
@@ -130,6 +131,33 @@ def test_text_recognition_width_follows_the_program_height_must_match():
         check_against_program(desc, [InputSpec("x", (-1, 1, 48, 320))])
     with pytest.raises(InputModelError, match=r"4-D image input .* is \[-1, 320\]"):
         check_against_program(desc, [InputSpec("x", (-1, 320))])
+
+
+def test_lines_are_as_wide_as_paddlex_makes_them():
+    """PaddleX sizes a line's tensor by the line (at least RecResizeImg's 320); a page's lines run to 20:1 and more.
+    Squeezed to 320, PP-OCRv5 rec read 29 of 48 page lines exactly instead of 48 ('over paid beforedaily shippedy';
+    bench/bench_ocrv5_system.py). The yml's Hpi max shape bounds the width."""
+    desc = check_against_program(sample("PP-OCRv5_mobile_rec"), [InputSpec("x", (-1, 3, 48, -1))])
+    spec = spec_of(desc.preprocess)
+    assert spec.dynamic_width and spec.max_width == 3200 and spec.resize == (48, 320)
+    assert spec.apply(np.zeros((24, 480, 3), np.uint8)).shape == (3, 48, 960)      # 20:1 -> 960 wide, not squeezed
+    assert spec.apply(np.zeros((24, 100, 3), np.uint8)).shape == (3, 48, 320)      # short lines padded to 320
+    assert any("edgekit too (width_mode dynamic), up to Hpi's widest input 3200" in n for n in desc.notes)
+    # edgekit.toml fixing the width drops the yml's max_width (a fixed spec with max_width is refused)
+    pre, _ = merge_tables(desc, {"width_mode": "fixed"})
+    assert "max_width" not in pre and not spec_of(pre).dynamic_width
+    pre, _ = merge_tables(desc, {"max_width": 1280})
+    assert spec_of(pre).max_width == 1280 and spec_of(pre).dynamic_width
+
+
+def test_lines_without_a_stated_widest_input_stay_fixed(tmp_path):
+    text = ocr_yml("  - RecResizeImg: {image_shape: [3, 48, 320]}\n", "  name: CTCLabelDecode\n  character_dict: [a]\n")
+    desc = read_model_yml(write(tmp_path, text))
+    assert "width_mode" not in desc.preprocess and desc.input_shape == (-1, 3, 48, -1)
+    assert any("edgekit's input is 320 wide (longer lines are squeezed; no Hpi max width stated)" in n for n in desc.notes)
+    hpi = ("Hpi:\n  backend_configs:\n    paddle_infer:\n      trt_dynamic_shapes:\n"
+           "        x: [[1, 3, 48, 100], [1, 3, 48, 320], [8, 3, 48, 320]]\n")
+    assert "width_mode" not in read_model_yml(write(tmp_path, hpi + text)).preprocess
 
 
 def test_textline_orientation_sample():
@@ -237,8 +265,10 @@ def test_paddleocr_direction_classifier_equals_the_example_cls_toml(tmp_path):
 
 def test_recognition_sample_equals_the_example_rec_toml_but_for_the_channel_order():
     desc = sample("PP-OCRv5_mobile_rec")
-    # the rapidocr ONNX example is fed RGB; a PaddleX model says BGR (DecodeImage img_mode) and is fed BGR
-    assert spec_of({**desc.preprocess, "color": "rgb"}) == example_preprocess("rec.toml")
+    # the rapidocr ONNX example is fed RGB; a PaddleX model says BGR (DecodeImage img_mode) and is fed BGR; the
+    # example's lines are 320 wide at most, the yml's as wide as Hpi's max shape (3200)
+    fixed = {k: v for k, v in desc.preprocess.items() if k not in ("width_mode", "max_width")}
+    assert spec_of({**fixed, "color": "rgb"}) == example_preprocess("rec.toml")
 
 
 def toml_value(value) -> str:

@@ -1,4 +1,5 @@
-"""Text lines in a TrueType face (DejaVu), short and long, for the variable-width measurements (issue 23).
+"""Text lines in a TrueType face (DejaVu), short and long, for the variable-width measurements (issue 23), and
+document pages of such lines (`page`, bench/bench_ocrv5_system.py).
 
 make_data draws with OpenCV's Hershey fonts so its pixels depend only on the pinned OpenCV; these lines are
 what a page scanned or rendered elsewhere looks like: DejaVu Sans, Serif or Sans Mono through Pillow's
@@ -57,3 +58,38 @@ def render(rng: np.random.Generator, text: str) -> np.ndarray:
     image = Image.new("RGB", (x1 - x0 + 2 * mx, y1 - y0 + 2 * my), paper)
     ImageDraw.Draw(image).text((mx - x0, my - y0), text, font=font, fill=ink)
     return np.ascontiguousarray(np.asarray(image)[:, :, ::-1])
+
+
+def page(rng: np.random.Generator, size: tuple[int, int] = (1300, 1000), count: tuple[int, int] = (10, 16)
+         ) -> tuple[np.ndarray, list[str], list[list[float]]]:
+    """A BGR document page (height x width; the default is an A4 scan at about 120 dpi) with `count` lines of
+    words and numbers in DejaVu faces (20-32 px), left-aligned in one column, dark on light. Returns the page,
+    the lines' texts and their ink boxes [x0, y0, x1, y1) in page pixels, top to bottom."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    why = fonts_missing()
+    if why:
+        raise DataError(f"cannot draw DejaVu pages: {why}", "install the fonts, or use make_data's Hershey pages")
+    height, width = size
+    paper = tuple(int(v) for v in rng.integers(225, 256, 3))
+    image = Image.new("RGB", (width, height), paper)
+    draw = ImageDraw.Draw(image)
+    margin = int(rng.integers(width // 16, width // 8))
+    top = int(rng.integers(height // 20, height // 10))
+    lines, boxes = [], []
+    for _ in range(int(rng.integers(count[0], count[1] + 1))):
+        font = ImageFont.truetype(str(FONT_DIR / FONTS[int(rng.integers(len(FONTS)))]), int(rng.integers(20, 33)))
+        text = texts(rng, 1, int(rng.integers(8, 40)), 56)[0]
+        x0, y0, x1, y1 = font.getbbox(text)
+        while x1 - x0 > width - 2 * margin and " " in text:      # too wide for the column: drop the last word
+            text = text.rsplit(" ", 1)[0]
+            x0, y0, x1, y1 = font.getbbox(text)
+        if top + (y1 - y0) > height - height // 20:
+            break
+        left = margin + int(rng.integers(0, width // 10))
+        ink = tuple(int(v) for v in rng.integers(0, 70, 3))
+        draw.text((left - x0, top - y0), text, font=font, fill=ink)
+        lines.append(text)
+        boxes.append([float(left), float(top), float(left + x1 - x0), float(top + y1 - y0)])
+        top += int((y1 - y0) * rng.uniform(1.8, 3.4))
+    return np.ascontiguousarray(np.asarray(image)[:, :, ::-1]), lines, boxes

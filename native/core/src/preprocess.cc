@@ -165,8 +165,16 @@ void PreprocessSpec::validate() const {
 }
 
 int PreprocessSpec::line_width(int image_height, int image_width) const {
+  if (width_mode == WidthMode::dynamic) {
+    // Python (PaddleOCR's resize_norm_img): wide = H * (w / h) in double; ceil(wide) when it fits in resize[1],
+    // else int(wide); at most max_width
+    const double wide = static_cast<double>(resize->height) * (static_cast<double>(image_width) / image_height);
+    const double fits = std::ceil(wide);
+    const double chosen = fits <= resize->width ? fits : std::floor(wide);
+    return static_cast<int>(std::max(1.0, std::min<double>(max_width, chosen)));
+  }
   // Python: max(1, min(cap, ceil(H * w / h))), the division in double
-  const int cap = width_mode == WidthMode::dynamic ? max_width : resize->width;
+  const int cap = resize->width;
   const double wide = static_cast<double>(static_cast<long long>(resize->height) * image_width) / image_height;
   return static_cast<int>(std::max(1.0, std::min<double>(cap, std::ceil(wide))));
 }
