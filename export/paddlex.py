@@ -772,14 +772,14 @@ def _stated_shape(raw: Mapping, dialect: str, notes: list[str]) -> tuple[str | N
 
 def _widest_width(raw: Mapping, dialect: str, layout: str) -> int | None:
     """The width of the widest image input the file states (the last of Hpi's [min, opt, max] shapes), if any."""
-    _, fixed, _ = _stated_shape(raw, dialect, [])     # None unless Hpi's ranges are well formed
+    name, fixed, _ = _stated_shape(raw, dialect, [])     # None unless Hpi's ranges are well formed
     if fixed is None or len(fixed) != 4 or dialect == "paddleseg":
         return None
     backends = _args(raw.get("Hpi"), "Hpi").get("backend_configs")
     for backend in backends.values():
         shapes = (backend.get("trt_dynamic_shapes") or backend.get("dynamic_shapes")) if isinstance(backend, Mapping) else None
-        if isinstance(shapes, Mapping) and shapes:
-            width = next(iter(shapes.values()))[-1][3 if layout == "NCHW" else 2]
+        if isinstance(shapes, Mapping) and name in shapes:      # the image input's, as _stated_shape chose it
+            width = shapes[name][-1][3 if layout == "NCHW" else 2]
             return width if width > 0 else None
     return None
 
