@@ -11,17 +11,26 @@ never sampled. PaddleSlim 2.6's samplers read every activation as `[batch, ...]`
 from a shape), and a scalar or a vector of sizes has no activation range worth an INT8 scale.
 They are handed to Paddle's own "zero-size tensor, unable to calibrate" path, so the ops that
 write them get no output scale, and a quantisable op reading or writing one stays float.
+
+Calibration and the float list are independent: Paddle samples every quantisable op's inputs and
+outputs in the FP32 program whatever `skip_tensor_list` says (the list only marks ops that
+`_update_program` then leaves alone), so one calibration's thresholds serve every float list.
+`quantize_int8` writes them beside the model (`scales.json`), and `requantize_int8` builds the model
+for another float list from them with Paddle's own insertion and freeze passes, without data: the
+same program and weights, byte for byte, as calibrating again with that list (tests/e2e/test_quant_replay.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 
 from edgekit.model.artifacts import QuantizedModel, StaticModel
 from edgekit.contracts.settings import QuantConfig
@@ -35,6 +44,9 @@ log = logging.getLogger(__name__)
 QUANTIZABLE_OPS = ("conv2d", "depthwise_conv2d", "conv2d_transpose", "mul", "matmul", "matmul_v2")
 MIN_CALIBRATION_SAMPLES = 8
 MIN_SAMPLED_RANK = 2          # activations of lower rank stay float (module docstring)
+SCALES_FILE = "scales.json"
+SCALES_FORMAT = "edgekit-ptq-scales/1"
+REPLAYABLE_ALGOS = ("avg", "abs_max", "hist", "mse", "KL", "emd")   # their thresholds are all the program takes
 
 
 def low_rank_activations(program, names) -> set[str]:
@@ -74,7 +86,38 @@ def _ptq_class():
                         kept.append(op.type)
             self.low_rank, self.float_ops = tuple(sorted(low)), tuple(kept)
 
+        def thresholds(self) -> dict:
+            """What sampling decided, as JSON: every later step reads only these (module docstring)."""
+            return {"format": SCALES_FORMAT, "algo": self._algo,
+                    "threshold": _plain(self._quantized_threshold),
+                    "var_threshold": _plain(self._quantized_var_threshold),
+                    "zero_size": sorted(self._zero_size_var_names)}
+
+        def replay(self, scales: dict) -> None:
+            """`quantize()` without the data passes: the steps after sampling, on thresholds sampled before."""
+            self._load_model_data()
+            self._collect_target_varnames()            # marks this float list's ops skip_quant, as quantize() does
+            self._quantized_threshold = dict(scales["threshold"])
+            self._quantized_var_threshold = dict(scales["var_threshold"])
+            self._zero_size_var_names = set(scales["zero_size"])
+            self._update_program()
+            self._save_output_threshold()
+            if any(t in self.quant_config.activation_quant_operation_types for t in self._dynamic_quantize_op_type):
+                self._collect_dynamic_quantize_op_threshold(self._dynamic_quantize_op_type)
+            from paddle.static.quantization import utils
+
+            utils.move_persistable_var_to_global_block(self._program)
+
     return LowRankFloat
+
+
+def _plain(thresholds: dict) -> dict:
+    """numpy scalars and lists as JSON numbers (float() of a float32 or float64 is exact; json keeps every digit)."""
+    plain = {}
+    for name, value in thresholds.items():
+        array = np.asarray(value, dtype=np.float64)
+        plain[name] = float(array) if array.ndim == 0 else [float(v) for v in array.ravel()]
+    return plain
 
 
 @contextlib.contextmanager
@@ -131,15 +174,49 @@ def quantizable_ops(float_ops: tuple[str, ...] = ()) -> list[str]:
 def quantize_int8(model: StaticModel, samples: Samples, cfg: QuantConfig, out_dir: Path,
                   skip_tensors: tuple[str, ...] = (), float_ops: tuple[str, ...] = ()) -> QuantizedModel:
     """PTQ of `model`; ops whose weight tensors are named in `skip_tensors`, and every op of the types in
-    `float_ops`, stay in float."""
-    import paddle
-
+    `float_ops`, stay in float. The thresholds sampled go to `out_dir/scales.json`, for `requantize_int8`."""
     quantizable = quantizable_ops(float_ops)
-
     fixed = {f.shape[0] for f in model.feeds if f.shape[0] > 0}
     batch_size, batch_nums = calibration_batches(len(samples), cfg, fixed.pop() if fixed else None)
     calib = samples.spread(batch_nums * batch_size)   # every class, not the first folders only
     start = time.monotonic()
+    ptq = _run(model, calib, cfg, out_dir, skip_tensors, batch_size, batch_nums, None, quantizable)
+    scales = dict(ptq.thresholds(), calibration_samples=len(calib), calibration_sha256=calib.digest(),
+                  low_rank=list(ptq.low_rank))
+    (out_dir / SCALES_FILE).write_text(json.dumps(scales, sort_keys=True) + "\n", encoding="utf-8")
+    seconds = time.monotonic() - start
+    log.info("quantised with %s on %d samples in %.1f s", cfg.algo, len(calib), seconds)
+    return _quantized(model, cfg, out_dir, len(calib), seconds, calib.digest(), ptq.low_rank)
+
+
+def requantize_int8(model: StaticModel, scales_file: Path, cfg: QuantConfig, out_dir: Path,
+                    skip_tensors: tuple[str, ...] = ()) -> QuantizedModel:
+    """The INT8 model `quantize_int8` would make of `model` with `skip_tensors` in float, from the thresholds
+    a calibration of the same model, data and settings wrote (`scales.json`): no data pass (module docstring)."""
+    try:
+        scales = json.loads(Path(scales_file).read_text(encoding="utf-8"))
+        usable = scales.get("format") == SCALES_FORMAT and scales.get("algo") == cfg.algo
+    except (OSError, ValueError, AttributeError) as exc:
+        raise QuantizeError(f"cannot read the calibration thresholds {scales_file}: {exc}",
+                            "calibrate again (remove the cache entry, or pass --no-cache)") from exc
+    if not usable or cfg.algo not in REPLAYABLE_ALGOS:
+        raise QuantizeError(f"{scales_file} holds no {cfg.algo} thresholds of format {SCALES_FORMAT}",
+                            "calibrate again (remove the cache entry, or pass --no-cache)")
+    start = time.monotonic()
+    empty = Samples({f.name: np.zeros((0, *[max(d, 1) for d in f.shape[1:]]), dtype=f.dtype) for f in model.feeds})
+    ptq = _run(model, empty, cfg, out_dir, skip_tensors, 1, 1, scales, quantizable_ops())
+    seconds = time.monotonic() - start
+    log.info("quantised with %s from %s's thresholds in %.1f s", cfg.algo, Path(scales_file).parent.name, seconds)
+    return _quantized(model, cfg, out_dir, int(scales["calibration_samples"]), seconds,
+                      scales.get("calibration_sha256", ""), ptq.low_rank)
+
+
+def _run(model: StaticModel, calib: Samples, cfg: QuantConfig, out_dir: Path, skip_tensors: tuple[str, ...],
+         batch_size: int, batch_nums: int, replay: dict | None, quantizable: list[str]):
+    """PaddleSlim's PTQ in a scratch working directory; `replay`: thresholds to apply instead of sampling;
+    `quantizable`: PaddleSlim's `quantizable_op_type`."""
+    import paddle
+
     paddle.enable_static()
     with tempfile.TemporaryDirectory(prefix="edgekit-ptq-") as scratch, _inside(scratch), quiet_toolchain():
         exe = paddle.static.Executor(paddle.CPUPlace())
@@ -172,7 +249,10 @@ def quantize_int8(model: StaticModel, samples: Samples, cfg: QuantConfig, out_di
                     optimize_model=False,
                     skip_tensor_list=list(skip_tensors) or None,
                 )
-                ptq.quantize()
+                if replay is None:
+                    ptq.quantize()
+                else:
+                    ptq.replay(replay)
                 ptq.save_quantized_model(str(out_dir), model_filename="model.pdmodel", params_filename="model.pdiparams")
         except Exception as exc:   # PaddleSlim raises all kinds (IndexError in a sampler, asserts): one typed error
             where = _where(exc)
@@ -183,15 +263,18 @@ def quantize_int8(model: StaticModel, samples: Samples, cfg: QuantConfig, out_di
         log.info("left float: %d activation(s) of rank < %d are not calibrated (%s)%s", len(ptq.low_rank),
                  MIN_SAMPLED_RANK, ", ".join(ptq.low_rank[:6]) + (" ..." if len(ptq.low_rank) > 6 else ""),
                  f"; {len(ptq.float_ops)} quantisable op(s) reading or writing them stay float" if ptq.float_ops else "")
-    seconds = time.monotonic() - start
+    return ptq
+
+
+def _quantized(model: StaticModel, cfg: QuantConfig, out_dir: Path, samples: int, seconds: float, digest: str,
+               low_rank: tuple[str, ...]) -> QuantizedModel:
     model_file = out_dir / "model.pdmodel"
     if not model_file.is_file():
         raise QuantizeError("PaddleSlim wrote no quantised model", "run with EDGEKIT_DEBUG=1 and report the log")
     program = prog.parse_program(model_file)
     quantized = StaticModel(model_file, out_dir / "model.pdiparams", model.feeds, model.fetches, "paddleslim-ptq",
                             prog.op_types(program), model.sources)
-    log.info("quantised with %s on %d samples in %.1f s", cfg.algo, len(calib), seconds)
-    return QuantizedModel(quantized, cfg.algo, len(calib), seconds, calib.digest(), ptq.low_rank)
+    return QuantizedModel(quantized, cfg.algo, samples, seconds, digest, tuple(low_rank))
 
 
 def _where(exc: BaseException) -> str:
@@ -211,4 +294,5 @@ def count_quantized_ops(model: StaticModel) -> dict[str, int]:
     return counts
 
 
-__all__ = ["quantize_int8", "quantizable_ops", "calibration_batches", "count_quantized_ops"]
+__all__ = ["quantize_int8", "requantize_int8", "quantizable_ops", "calibration_batches", "count_quantized_ops",
+           "SCALES_FILE"]

@@ -96,7 +96,8 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
     by_type = f" (and every `{'`, `'.join(result.chosen.float_ops)}`)" if result.chosen.float_ops else ""
     out.append(f"- chosen: calibration `{result.chosen.algo}`, {len(result.chosen.skip)} layer(s) kept in float{by_type}; "
                f"drop {drop:.4g}{chosen_task}, cosine {result.chosen.score.cosine:.6f}: {verdict}")
-    out.append(f"- calibrations run: {result.calibrations} (the rest came from the cache)")
+    replayed = f"; {result.replays} float list(s) built from a calibration's thresholds" if result.replays else ""
+    out.append(f"- calibrations run: {result.calibrations} (the rest came from the cache){replayed}")
     sizes = result.weight_bytes()
     out.append(f"- quantisable-layer weights as deployed: {_kib(sizes['int8'])} int8 + {_kib(sizes['float'])} float "
                f"(all fp32: {_kib(sizes['all_fp32'])})")
@@ -114,7 +115,8 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
         out.append(f"Sensitivity by method `{method}`: {SENSITIVITY_METHODS[method][0]}; rank 1 = most sensitive.")
         if shown:
             out.append("The drops are in mAP points below the FP32 reference on the ranking samples, for the candidate "
-                       "the method measured (`alone`: only this layer in int8; `all-but`: only this layer in float).")
+                       "the method measured (`alone`: only this layer in int8; `all-but`: only this layer in float; "
+                       "`local` scores no candidate, and its cosine is that of the layer's own output).")
     else:
         out.append("Sensitivity was not measured (the whole-model INT8 met the budget); every layer is int8.")
     extra = [label for key, label in shown if key != result.metric_name]
@@ -215,7 +217,7 @@ def plot_sensitivity(result: QuantSearchResult, path: Path) -> Path | None:
     axes.set_yticklabels([f"{s.layer.name} ({s.layer.op_type})" for s in ordered], fontsize=8)
     if positive and max(positive) / floor > 100:
         axes.set_xscale("log")
-    axes.set_xlabel(SENSITIVITY_METHODS[method][0] + " (1 - cosine)")
+    axes.set_xlabel(SENSITIVITY_METHODS[method][0] + ("" if method == "local" else " (1 - cosine)"))
     axes.set_title(f"INT8 sensitivity per layer ({method}); orange = kept in float", fontsize=10)
     figure.tight_layout()
     figure.savefig(path, format="png", metadata={"Software": None})

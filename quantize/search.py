@@ -13,6 +13,12 @@ model folder per (model files, calibration data, algorithm, settings, float
 layers) key, and a score per (that key, evaluation data). A rerun with the same
 inputs calibrates nothing. Without a cache folder the same keys live in the
 build's scratch folder, so one run never calibrates the same candidate twice.
+
+Only the whole-model candidate of an algorithm runs the calibration data: the
+thresholds it samples do not depend on the float list (`ptq` module docstring),
+so every float list of that algorithm is built from them (`ptq.requantize_int8`,
+seconds instead of a data pass per candidate) and is the model a calibration
+with that list would give.
 """
 
 from __future__ import annotations
@@ -38,7 +44,8 @@ from edgekit.model.evalset import EvalSet
 from . import cost as cost_mod
 from . import ptq
 from .cost import Coster, CostRecord
-from .sensitivity import (SENSITIVITY_METHODS, Budget, Evaluator, Fallback, LayerSensitivity, QuantLayer, Score,
+from .local import analyse_local
+from .sensitivity import (LOCAL, SENSITIVITY_METHODS, Budget, Evaluator, Fallback, LayerSensitivity, QuantLayer, Score,
                           analyse, fallback, max_float_layers, quantizable_layers, sensitivity_skips)
 
 log = logging.getLogger(__name__)
@@ -51,6 +58,7 @@ ENTRY = "entry.json"
 CALIBRATION_MEMORY_MB = 1536      # what one calibration task holds, for sizing a pool (PP-OCR rec measured ~1.2 GB)
 
 Quantize = Callable[..., QuantizedModel]     # the signature of ptq.quantize_int8
+Requantize = Callable[..., QuantizedModel]   # the signature of ptq.requantize_int8
 
 
 # ---------------------------------------------------------------- cache keys (pure)
@@ -126,15 +134,19 @@ class Calibrator:
     """
 
     def __init__(self, model: StaticModel, samples: Samples, cfg: QuantConfig, scratch: Path,
-                 cache: Path | None = None, quantize: Quantize = ptq.quantize_int8) -> None:
+                 cache: Path | None = None, quantize: Quantize = ptq.quantize_int8,
+                 requantize: Requantize | None = None) -> None:
         self.model, self.samples, self.cfg = model, samples, cfg
         self.scratch = scratch.absolute()            # PaddleSlim runs in its own working directory
         self.cache = cache.absolute() if cache is not None else None
         self._quantize = quantize
+        # the thresholds of another quantize function are not ptq's: replay only ptq's own
+        self._requantize = requantize or (ptq.requantize_int8 if quantize is ptq.quantize_int8 else None)
         self._model_digest = model_digest(model)
         self._data_digest = samples.digest()
         self._settings = calibration_settings(cfg)
-        self.calibrations = 0                        # how many times PaddleSlim actually ran
+        self.calibrations = 0                        # how many times PaddleSlim ran the calibration data
+        self.replays = 0                             # float lists built from a calibration's thresholds
 
     def key(self, algo: str, skip: Sequence[str] = (), float_ops: Sequence[str] = ()) -> str:
         return cache_key(self._model_digest, self._data_digest, algo, self._settings, skip, float_ops)
@@ -150,17 +162,36 @@ class Calibrator:
                     return Calibrated(self._copy_to_cache(root / key, key), key, True)
                 return Calibrated(self._load(root / key, entry), key, True)
         target = self.cache if keep and self.cache is not None else self.scratch
-        return Calibrated(self._calibrate(algo, tuple(sorted(set(skip))), key, target, tuple(sorted(set(float_ops)))),
-                          key, False)
+        skip, float_ops = tuple(sorted(set(skip))), tuple(sorted(set(float_ops)))
+        # a float list is built from the whole-model calibration's thresholds; op types kept float are calibrated
+        scales = self.scales(algo) if skip and not float_ops else None
+        return Calibrated(self._calibrate(algo, skip, key, target, scales, float_ops), key, False)
 
-    def _calibrate(self, algo: str, skip: tuple[str, ...], key: str, root: Path,
+    def scales(self, algo: str) -> Path | None:
+        """The thresholds the whole-model calibration of `algo` sampled, when it ran (cache or scratch) and this
+        calibrator can replay them; calibrates it first when it has not run yet."""
+        if self._requantize is None or algo not in ptq.REPLAYABLE_ALGOS:
+            return None
+        whole = self(algo)
+        found = whole.quantized.model.model_file.parent / ptq.SCALES_FILE
+        return found if found.is_file() else None
+
+    def _calibrate(self, algo: str, skip: tuple[str, ...], key: str, root: Path, scales: Path | None = None,
                    float_ops: tuple[str, ...] = ()) -> QuantizedModel:
         with atomic.staging_dir(root, ".tmp-") as tmp:
-            extra = {"float_ops": float_ops} if float_ops else {}     # a Quantize without the keyword still works
-            quantized = self._quantize(self.model, self.samples, replace(self.cfg, algo=algo), tmp, skip, **extra)
-            self.calibrations += 1
+            cfg = replace(self.cfg, algo=algo)
+            if scales is not None:
+                quantized = self._requantize(self.model, scales, cfg, tmp, skip)
+                self.replays += 1
+            else:
+                extra = {"float_ops": float_ops} if float_ops else {}     # a Quantize without the keyword still works
+                quantized = self._quantize(self.model, self.samples, cfg, tmp, skip, **extra)
+                self.calibrations += 1
             names = [p.name for p in quantized.model.files()]
+            if (tmp / ptq.SCALES_FILE).is_file():
+                names.append(ptq.SCALES_FILE)
             entry = {"format": CACHE_FORMAT, "key": key, "algo": algo, "skip": list(skip), "float_ops": list(float_ops),
+                     "replayed_from": str(scales.parent.name) if scales is not None else None,
                      "calibration_samples": quantized.calibration_samples, "seconds": round(quantized.seconds, 3),
                      "calibration_sha256": getattr(quantized, "calibration_sha256", ""),
                      "float_activations": list(getattr(quantized, "float_activations", ())),
@@ -292,6 +323,7 @@ class QuantSearchResult:
     task_metric: str | None = None                     # what Score.task measures (the task's primary metric)
     reference_metrics: dict[str, float] | None = None             # every task metric of the FP32 model, with truth
     cost: CostRecord | None = None    # the cost step: counted or why not, FP32's counts, the op-type profile
+    replays: int = 0                                   # float lists built from a calibration's thresholds, no data pass
 
     @property
     def holds(self) -> bool:
@@ -331,8 +363,9 @@ class QuantSearchResult:
 
     def lines(self, with_notes: bool = True) -> list[str]:
         drop = self.budget.drop
+        replayed = f", {self.replays} float list(s) from its thresholds" if self.replays else ""
         out = [f"int8 search ({self.budget.describe()}, {self.evaluation_samples} evaluation samples, "
-               f"{self.calibrations} calibration(s) run):"]
+               f"{self.calibrations} calibration(s) run{replayed}):"]
         for c in self.candidates:
             if c.failed:
                 out.append(f"  ✗ {c.purpose} {c.algo}: failed: {c.error}")
@@ -393,7 +426,7 @@ class QuantSearchResult:
             "task_metric": self.task_metric, "reference_task": self.reference_task,
             "reference_metrics": self.reference_metrics,
             "evaluation_samples": self.evaluation_samples,
-            "calibrations": self.calibrations, "weight_bytes": self.weight_bytes(),
+            "calibrations": self.calibrations, "replays": self.replays, "weight_bytes": self.weight_bytes(),
             "method": self.plan.method if self.plan else None,
             "candidates": [{"algo": c.algo, "float_layers": list(c.skip), "purpose": c.purpose, "holds": c.holds,
                             "samples": c.samples, "reused": c.reused, "seconds": round(c.seconds, 3),
@@ -406,12 +439,12 @@ class QuantSearchResult:
 
 
 def calibrate_and_score(model: StaticModel, samples: Samples, cfg: QuantConfig, scratch: Path, cache: Path | None,
-                        quantize: Quantize, algo: str, skip: tuple[str, ...], judge: Evaluator) -> tuple[Score, bool, int]:
+                        quantize: Quantize, algo: str, skip: tuple[str, ...], judge: Evaluator) -> tuple[Score, bool, int, int]:
     """One candidate on a worker: calibrate into the shared scratch/cache (as the search itself would), then score.
-    Returns (score, reused, calibrations run)."""
+    Returns (score, reused, calibrations run, replays)."""
     calibrator = Calibrator(model, samples, cfg, scratch, cache, quantize)
     calibrated = calibrator(algo, skip)
-    return judge.score(calibrated.quantized.model), calibrated.reused, calibrator.calibrations
+    return judge.score(calibrated.quantized.model), calibrated.reused, calibrator.calibrations, calibrator.replays
 
 
 def choose(candidates: Sequence[Candidate], budget: Budget) -> Candidate:
@@ -490,9 +523,10 @@ def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: 
                     ahead[key] = outcome.error    # run() handles it as the same calibration failing here would be
                     continue
                 raise outcome.error
-            score, reused, ran = outcome.value
+            score, reused, ran, replayed = outcome.value
             ahead[key] = (score, reused)
             calibrate.calibrations += ran
+            calibrate.replays += replayed
 
     def run(algo: str, skip: tuple[str, ...], purpose: str, judge: Evaluator, float_ops: tuple[str, ...] = ()) -> Candidate:
         start = time.monotonic()
@@ -540,9 +574,20 @@ def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: 
         if 0 < plan.sensitivity_samples < len(evaluation):
             ranker = evaluator.spread(plan.sensitivity_samples)
             judges[id(ranker)] = ranker.digest()
-        full = best.score if ranker is evaluator else run(best.algo, (), "sensitivity", ranker).score
-        prefetch([(best.algo, skip) for skip in sensitivity_skips(layers, plan.method)], ranker)
-        sensitivity = analyse(layers, lambda skip: run(best.algo, skip, "sensitivity", ranker).score, full, plan.method)
+        scales = calibrate.scales(best.algo) if plan.method == LOCAL else None
+        if scales is not None:
+            start = time.monotonic()
+            sensitivity = analyse_local(model, layers, ranker.samples, json.loads(scales.read_text(encoding="utf-8")))
+            log.info("local sensitivity of %d layers on %d samples in %.1f s", len(layers), len(ranker.samples),
+                     time.monotonic() - start)
+        else:
+            method = plan.method if plan.method != LOCAL else "alone"
+            if plan.method == LOCAL:
+                notes.append(f"sensitivity method local needs the thresholds of PaddleSlim's own {best.algo} "
+                             "calibration; ranked with alone instead")
+            full = best.score if ranker is evaluator else run(best.algo, (), "sensitivity", ranker).score
+            prefetch([(best.algo, skip) for skip in sensitivity_skips(layers, method)], ranker)
+            sensitivity = analyse(layers, lambda skip: run(best.algo, skip, "sensitivity", ranker).score, full, method)
     if need_fallback:
         result_fallback = fallback([s.layer.key for s in sensitivity],
                                    lambda skip: run(best.algo, skip, "fallback", evaluator).score,
@@ -566,7 +611,8 @@ def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: 
                      f"[batch, ...] tensors): {', '.join(low[:8])}{' ...' if len(low) > 8 else ''}")
     return QuantSearchResult(final.quantized, chosen, plan.budget, evaluator.reference_task, layers, tuple(candidates),
                              sensitivity, result_fallback, plan, len(evaluation), calibrate.calibrations, tuple(notes),
-                             evaluator.metric, getattr(evaluator, "reference_metrics", None), cost)
+                             evaluator.metric, getattr(evaluator, "reference_metrics", None), cost,
+                             calibrate.replays)
 
 
 def _weigh_cost(model: StaticModel, plan: SearchPlan, evaluator: Evaluator, calibrate: Calibrator,

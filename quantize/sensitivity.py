@@ -231,16 +231,21 @@ _SKIPS = {"alone": _alone_skip, "all-but": _all_but_skip}
 
 def sensitivity_skips(layers: Sequence[QuantLayer], method: str = "alone") -> list[tuple[str, ...]]:
     """The float lists `analyse` will evaluate, one per skippable layer in program order: independent runs, which
-    the search calibrates ahead on its executor."""
+    the search calibrates ahead on its executor (none for `local`)."""
+    if method not in _SKIPS:
+        return []
     controllable = [layer for layer in layers if layer.key]
     keys = tuple(layer.key for layer in controllable)
     return [_SKIPS[method](layer, keys) for layer in controllable]
 
 
+LOCAL = "local"      # measured in one pass by quantize/local.py, not through evaluate(skip)
+
 # method -> (what is measured, how) ; the value ranks layers: higher = more sensitive
-SENSITIVITY_METHODS: dict[str, tuple[str, Callable]] = {
+SENSITIVITY_METHODS: dict[str, tuple[str, Callable | None]] = {
     "alone": ("error with only this layer in int8", _alone),
     "all-but": ("error removed by keeping only this layer in float", _all_but),
+    LOCAL: ("noise/signal of this layer's own output in int8, on FP32 inputs", None),
 }
 
 
@@ -257,6 +262,9 @@ def analyse(layers: Sequence[QuantLayer], evaluate: Evaluate, full: Score, metho
     if method not in SENSITIVITY_METHODS:
         raise ConfigError(f"sensitivity method {method!r} is unknown", f"use one of {', '.join(SENSITIVITY_METHODS)}")
     measure = SENSITIVITY_METHODS[method][1]
+    if measure is None:
+        raise ConfigError(f"sensitivity method {method!r} is not measured through candidates",
+                          "rank with quantize.local.analyse_local, or use alone or all-but")
     controllable = [layer for layer in layers if layer.key]
     keys = tuple(layer.key for layer in controllable)
     measured, eta = [], Eta()
@@ -352,4 +360,4 @@ def max_float_layers(layer_count: int, fraction: float) -> int:
 
 
 __all__ = ["QuantLayer", "quantizable_layers", "Score", "Budget", "Evaluator", "analyse", "rank", "LayerSensitivity",
-           "fallback", "Fallback", "Step", "max_float_layers", "SENSITIVITY_METHODS", "COSINE_DROP"]
+           "fallback", "Fallback", "Step", "max_float_layers", "SENSITIVITY_METHODS", "COSINE_DROP", "LOCAL"]

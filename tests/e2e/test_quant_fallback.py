@@ -152,7 +152,8 @@ def test_the_fallback_model_converts_for_arm(setup, tmp_path):
 def test_a_rerun_with_the_cache_calibrates_nothing(setup, tmp_path):
     cache = tmp_path / "cache"
     first = _search(setup, "run1", cache, algos=("avg", "mse"))
-    assert first.calibrations >= 4 and first.holds
+    # one calibration per algorithm; the float lists of the search are built from avg's thresholds
+    assert first.calibrations == 2 and first.replays >= 2 and first.holds
     second = _search(setup, "run2", cache, algos=("avg", "mse"))
     assert second.calibrations == 0
     assert all(c.reused for c in second.candidates)
@@ -164,3 +165,63 @@ def test_a_rerun_with_the_cache_calibrates_nothing(setup, tmp_path):
     other = Samples({"x": calibration.inputs["x"][::-1].copy()})
     third = quantize_to_budget(static, other, evaluation, QUANT, SearchPlan(BUDGET, algos=("avg",)), root / "run3", cache)
     assert third.calibrations >= 1
+
+
+# ---------------------------------------------------------------- one calibration, every float list
+
+
+def _canonical(model):
+    """The program op by op (types, slots, attributes) with the values of every persistable input in place of its
+    name: PaddleSlim names its channel-scale tensors in set order, which differs between two runs of the same call."""
+    import paddle
+
+    paddle.enable_static()
+    exe, scope = paddle.static.Executor(paddle.CPUPlace()), paddle.static.Scope()
+    with paddle.static.scope_guard(scope):
+        program, _, _ = paddle.static.load_inference_model(str(model.model_file.with_suffix("")), exe)
+        persistable = {v.name for v in program.list_vars() if v.persistable and v.name not in ("feed", "fetch")}
+        ops = []
+        for op in program.global_block().ops:
+            inputs = {slot: [np.array(scope.find_var(n).get_tensor()).tolist() if n in persistable else n
+                             for n in op.input(slot)] for slot in op.input_names}
+            attrs = {a: op.attr(a) for a in op.attr_names if a != "op_callstack"}
+            ops.append((op.type, inputs, {slot: op.output(slot) for slot in op.output_names}, attrs))
+        return ops
+
+
+def test_a_float_list_from_the_thresholds_is_the_calibrated_model(setup, tmp_path):
+    from edgekit.quantize.ptq import SCALES_FILE, quantize_int8, requantize_int8
+    from edgekit.quantize.sensitivity import quantizable_layers
+
+    root, static, calibration, evaluation = setup
+    skip = (_sensitive(quantizable_layers(static)).key,)
+    for algo in ("avg", "hist"):
+        cfg = replace(QUANT, algo=algo)
+        whole, calibrated, replayed = (tmp_path / algo / name for name in ("whole", "calibrated", "replayed"))
+        for folder in (whole, calibrated, replayed):
+            folder.mkdir(parents=True)
+        quantize_int8(static, calibration, cfg, whole)
+        want = quantize_int8(static, calibration, cfg, calibrated, skip)
+        got = requantize_int8(static, whole / SCALES_FILE, cfg, replayed, skip)
+        assert _canonical(got.model) == _canonical(want.model)
+        assert got.calibration_samples == want.calibration_samples and got.calibration_sha256 == want.calibration_sha256
+        outputs = [StaticRunner(m.model).run(evaluation.inputs)[0] for m in (want, got)]
+        assert np.array_equal(outputs[0], outputs[1])
+
+
+def test_the_fallback_calibrates_once_per_algorithm(setup):
+    result = _search(setup, "once", always_analyse=True)
+    assert result.calibrations == 1                             # avg on the data; every float list from its thresholds
+    assert result.replays == len(result.layers) + 1            # the sensitivity runs, then the fallback's one step
+    assert result.holds and result.chosen.skip == (_sensitive(result.layers).key,)
+
+
+def test_local_sensitivity_finds_the_outlier_layer_in_one_pass(setup):
+    result = _search(setup, "local", method="local")
+    sensitive = _sensitive(result.layers)
+    first, second = result.sensitivity[0], result.sensitivity[1]
+    # per-channel int8 of the sensitive conv rounds every useful weight to 0: its own output is almost all noise
+    assert first.layer == sensitive and first.value > 0.5 and first.value > 100 * second.value
+    assert result.holds and result.chosen.skip == (sensitive.key,)
+    assert [c.purpose for c in result.candidates] == ["algorithm", "fallback"]      # no candidate scored for ranking
+    assert result.calibrations == 1 and result.replays == 1

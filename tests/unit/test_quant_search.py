@@ -430,3 +430,26 @@ def test_sensitivity_plot_is_deterministic(tmp_path):
     width, height = int.from_bytes(first[16:20], "big"), int.from_bytes(first[20:24], "big")
     assert (width, height) == (750, round(100 * (1.2 + 0.32 * 3)))
     assert plot_sensitivity(replace(result, sensitivity=()), tmp_path / "c.png") is None
+
+
+# ---------------------------------------------------------------- the local method's pure parts
+
+
+def test_local_rounding_is_per_channel_int8_along_the_weight_axis():
+    from edgekit.quantize.local import round_weight, thresholds
+    from edgekit.quantize.sensitivity import LOCAL, SENSITIVITY_METHODS, sensitivity_skips
+
+    w = np.array([[0.5, -1.0, 0.003], [40.0, 0.1, -0.2]], dtype=np.float32)
+    rows = round_weight(w, 0)                      # conv: one scale per output channel (row)
+    assert rows.dtype == np.float32 and rows[0, 1] == -1.0 and rows[1, 0] == 40.0
+    assert rows[0, 2] == 0.0 and rows[0, 0] == pytest.approx(64 / 127)          # 0.003 is under half a step of 1/127
+    assert rows[1, 1] == 0.0 and rows[1, 2] == pytest.approx(-40 / 127)         # the 40 outlier's step is 0.315
+    cols = round_weight(w, 1)                      # mul/matmul: one scale per column
+    assert cols[1, 1] == pytest.approx(13 / 127) and cols[0, 1] == -1.0 and cols[0, 0] == pytest.approx(2 * 40 / 127)
+    assert np.array_equal(round_weight(np.zeros((2, 3), np.float32), 0), np.zeros((2, 3), np.float32))
+    assert thresholds({"algo": "hist", "threshold": {"a": 1.0}, "var_threshold": {"a": 2.0}}) == {"a": 2.0}
+    assert thresholds({"algo": "avg", "threshold": {"a": 1.0}, "var_threshold": {}}) == {"a": 1.0}
+    assert sensitivity_skips([_layer(0, "a")], LOCAL) == []
+    with pytest.raises(ConfigError, match="not measured through candidates"):
+        analyse([_layer(0, "a")], _additive({"a": 0.1}), Score(0.9, 1.0), LOCAL)
+    assert LOCAL in SENSITIVITY_METHODS

@@ -58,6 +58,8 @@ OWN_FILES = {
     "lite/runtime.py:TwinProcess._answer": "the twin child's answer (.npy data, no pickles)",
     "prune/sensitivity.py:cached": "the pruning sensitivity cache",
     "quantize/search.py:_valid_entry": "the quantisation search cache",
+    "quantize/search.py:_search": "the thresholds of the search's own calibration, in its cache or scratch",
+    "quantize/ptq.py:requantize_int8": "the thresholds quantize_int8 wrote into the search's cache or scratch",
     "quantize/search.py:ScoreStore.get": "the quantisation search cache",
 }
 
