@@ -177,6 +177,7 @@ def test_the_twin_gate_defaults_to_the_tasks_and_the_toml_wins(tmp_path):
     assert default.twin_max_abs is None
     assert twin_tolerance(default, rec).max_abs == 2e-3
     assert twin_tolerance(default, make_task("classification", {})).max_abs == 1e-4
+    assert twin_tolerance(default, make_task("ocr_det", {})).max_abs == 1e-3
     assert twin_tolerance(default, None).max_abs == 1e-4
     given = resolve(write_toml(tmp_path, PATH_MODEL + "[parity]\ntwin_max_abs = 1e-5\n"), {}, environ=NO_ENV).gates
     assert twin_tolerance(given, rec).max_abs == 1e-5
