@@ -1,6 +1,6 @@
 """Cost in the INT8 search: counted instructions per candidate, and op types kept float where INT8 costs more.
 
-Accuracy alone chooses among the calibrations and float lists today; several usually meet the budget, and
+Without a Coster, accuracy alone chooses among the calibrations and float lists; several usually meet the budget, and
 they need not cost the same on the target's kernels. A `Coster` (the build gives one when tier C can run,
 edgekit/verify/search_cost.py) converts a candidate for the ARM target and counts one inference's guest
 instructions per CPU profile; counts are deterministic, so one sample is the figure. Only candidates that

@@ -18,6 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
+from edgekit.core.errors import QuantizeError
 from edgekit.model.artifacts import StaticModel
 from edgekit.model.data import Samples
 from edgekit.model.parity import Score
@@ -57,7 +58,9 @@ def analyse_local(model: StaticModel, layers: Sequence[QuantLayer], samples: Sam
     block = runner.program.global_block()
     ops = [op for op in block.ops if op.type in QUANTIZABLE_OPS]
     if [op.type for op in ops] != [layer.op_type for layer in layers]:
-        raise ValueError("the layers do not belong to this model's program")
+        raise QuantizeError("sensitivity_method local reads the program's main block only, and this model has "
+                            "quantisable layers elsewhere (e.g. inside control flow)",
+                            'use [quantize] sensitivity_method = "alone"')
     table = thresholds(scales)
     place = paddle.CPUPlace()
     probes: list[tuple[int, list]] = []

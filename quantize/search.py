@@ -14,7 +14,8 @@ layers) key, and a score per (that key, evaluation data). A rerun with the same
 inputs calibrates nothing. Without a cache folder the same keys live in the
 build's scratch folder, so one run never calibrates the same candidate twice.
 
-Only the whole-model candidate of an algorithm runs the calibration data: the
+Only the whole-model candidate of an algorithm runs the calibration data (and the cost step's op-type candidates,
+which change what PaddleSlim samples): the
 thresholds it samples do not depend on the float list (`ptq` module docstring),
 so every float list of that algorithm is built from them (`ptq.requantize_int8`,
 seconds instead of a data pass per candidate) and is the model a calibration
@@ -667,7 +668,7 @@ def _weigh_cost(model: StaticModel, plan: SearchPlan, evaluator: Evaluator, cali
         note = "op types not profiled: [quantize] cost_candidates = 1 leaves no room to count an op-type candidate"
     elif present:
         try:
-            op_costs = coster.op_costs(calibrate(chosen.algo, chosen.skip).quantized.model, model, present)
+            op_costs = coster.op_costs(calibrate(chosen.algo, chosen.skip, float_ops=chosen.float_ops).quantized.model, model, present)
         except EdgekitError as exc:
             op_costs = {}
             note = f"op types not profiled ({exc.message})"

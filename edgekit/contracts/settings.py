@@ -91,7 +91,7 @@ class QuantConfig:
     max_drop: float | None = None         # top-1 points with labels, else 1 - output cosine; None = the [parity] int8 gate
     fallback: bool = True                 # keep the most sensitive layers in float until the budget holds
     max_float_fraction: float = 0.5
-    sensitivity_method: str = "alone"     # rank by "only this layer int8" or "all-but" (everything else int8)
+    sensitivity_method: str = "alone"     # rank by "only this layer int8", "all-but" (everything else int8) or "local"
     sensitivity_samples: int = 0          # 0 = all evaluation samples
     analyse_layers: bool = False          # rank every layer for the report even when no fallback is needed
     cost_candidates: int = 3              # INT8 candidates within the budget counted under qemu (tier C); 0 = accuracy only

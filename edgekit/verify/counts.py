@@ -108,7 +108,7 @@ def measure(emulator: Emulator, nb_file: Path, sample: Mapping[str, np.ndarray],
     key = hashlib.sha256(json.dumps({
         "schema": SCHEMA, "nb": sha256_file(nb_file), "sample": sample_digest(sample), "runtime": emulator.runtime.sha256,
         "runner": emulator.build.key, "plugin": icount.plugin_key()[0], "profiles": names,
-        "runs": [WARMUP, repeat]}, sort_keys=True).encode()).hexdigest()
+        "runs": [WARMUP, repeat], "rows": rows}, sort_keys=True).encode()).hexdigest()
     cached = cache_folder / f"{key}.counts.json" if cache_folder is not None else None
     if cached is not None and cached.is_file():
         try:

@@ -61,8 +61,11 @@ class EmulatedCost:
         return lite.convert(safe, "arm", nb, timeout=self.timeout, target=self.target, precision=precision).nb_file
 
     def count(self, model: StaticModel, precision: str) -> dict[str, int]:
+        from edgekit.verify import tiers
+
+        # a kept NMS op gives rows, not per-sample outputs: counted in the runner mode tier C uses
         found = counts.measure(self.emulator, self.convert(model, precision), self.sample, cache_folder=self.cache,
-                               profiles=self.paths)
+                               profiles=self.paths, rows=tiers.holds_nms(model))
         return {path: c["per_inference"]["total"] for path, c in found["paths"].items()}
 
     def op_costs(self, int8: StaticModel, fp32: StaticModel, op_types: Sequence[str]) -> dict[str, dict]:
