@@ -281,6 +281,15 @@ def emulator_argv(abi: Abi | str, runtime: LiteRuntime | None, cpu_profile: str 
     return argv
 
 
+def _silent_exit(code: int) -> str:
+    """An exit with nothing printed (seen from the runner under qemu while the host had ~1 GB free beside a 10 GB job):
+    the code and the host's available memory at the time, the one fact there is to go on."""
+    from edgekit.core.executors import available_memory_mb
+
+    free = available_memory_mb()
+    return f"exit {code} with nothing on stderr (host memory available: {f'{free:,} MB' if free is not None else 'unknown'})"
+
+
 def _raise_for(done: proc.ProcessRecord, record: dict | None, what: str, profile: str | CpuProfile) -> None:
     phase = (record or {}).get("phase", "start")
     if done.returncode < 0:
@@ -294,7 +303,7 @@ def _raise_for(done: proc.ProcessRecord, record: dict | None, what: str, profile
         if not message:   # no record: the runner's one stderr line
             message, hint = runner_error_line(done.stderr)
         cls = RUNNER_ERRORS.get(done.returncode, ToolError)
-        error = cls(f"{what}: {message or done.tail(3) or f'exit {done.returncode}'}", hint)
+        error = cls(f"{what}: {message or done.tail(3) or _silent_exit(done.returncode)}", hint)
     error.exit_status = done.returncode       # the runner's own code (negative: signal)
     error.record = record
     raise error
