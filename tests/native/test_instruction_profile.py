@@ -129,15 +129,29 @@ def test_uneven_depthwise_strides_leave_the_scalar_im2col(settings, tmp_path):
     assert after["total"] < 0.85 * before["total"]
 
 
+def profiled_on_arm(settings, tmp_path, models: dict, samples: dict) -> tuple[dict, dict]:
+    """Each program converted for arm64 FP32: its profile of sample 0 on the default path, and its first output on
+    every sample, under qemu with the unstripped runtime."""
+    from edgekit.lite import convert, native
+    from edgekit.verify.emulator import Emulator
+
+    emulator = Emulator.prepare("aarch64", dataclasses.replace(settings, runtime=profile.symbols_runtime(
+        settings.runtime)), 600)
+    found, outputs = {}, {}
+    for name, model in models.items():
+        nb = convert(model, "arm", tmp_path / f"{name}.nb", timeout=300, target="arm64", precision="fp32").nb_file
+        found[name] = profile.measure(emulator, nb, {"x": samples["x"][:1]}, cpu="default")
+        outputs[name] = native.run_runner(emulator.build, emulator.runtime, nb, samples).outputs[0]
+    return found, outputs
+
+
 def test_one_element_constants_take_the_vectorised_per_channel_path(settings, tmp_path, monkeypatch):
     """lite_safe's per-channel constant rewrite (ARM): `a * x + b` with learned one-element a, b ran value by value on
     Lite's generic broadcast; per channel it is vectorised, and the ARM outputs are the same bit for bit."""
     import numpy as np
 
     from edgekit.contracts.settings import InputSpec
-    from edgekit.verify.emulator import Emulator
     from edgekit.export.dygraph import export_layer
-    from edgekit.lite import convert, native
     from edgekit.lite.rewrite import SKIP_ENV, lite_safe
     from native_models import learnable_affine
 
@@ -150,13 +164,7 @@ def test_one_element_constants_take_the_vectorised_per_channel_path(settings, tm
     monkeypatch.setenv(SKIP_ENV, "per-channel-constants")
     plain, skipped = lite_safe(static, tmp_path / "plain", samples, x86=False)
     assert not [r for r in skipped if r["rewrite"].startswith("elementwise op with a one-element")]
-    emulator = Emulator.prepare("aarch64", dataclasses.replace(settings, runtime=profile.symbols_runtime(
-        settings.runtime)), 600)
-    found, outputs = {}, {}
-    for name, model in (("as exported", plain), ("rewritten", safe)):
-        nb = convert(model, "arm", tmp_path / f"{name}.nb", timeout=300, target="arm64", precision="fp32").nb_file
-        found[name] = profile.measure(emulator, nb, {"x": samples["x"][:1]}, cpu="default")
-        outputs[name] = native.run_runner(emulator.build, emulator.runtime, nb, samples).outputs[0]
+    found, outputs = profiled_on_arm(settings, tmp_path, {"as exported": plain, "rewritten": safe}, samples)
     assert np.array_equal(outputs["as exported"], outputs["rewritten"])
     broadcast = {f["function"] for f in found["as exported"]["functions"] if "broadcast" in f["function"]}
     assert {"paddle::lite::arm::math::elementwise_mul_broadcast<float>",
@@ -175,9 +183,7 @@ def test_a_pool_over_two_rows_takes_the_neon_2x2_kernel(settings, tmp_path, monk
     from edgekit.contracts.settings import InputSpec
     from edgekit.export import program as prog
     from edgekit.export.dygraph import export_layer
-    from edgekit.lite import convert, native
     from edgekit.lite.rewrite import SKIP_ENV, lite_safe
-    from edgekit.verify.emulator import Emulator
     from native_models import two_row_pool
 
     samples = {"x": np.random.default_rng(0).standard_normal((2, 3, 5, 96)).astype(np.float32)}
@@ -190,13 +196,7 @@ def test_a_pool_over_two_rows_takes_the_neon_2x2_kernel(settings, tmp_path, monk
     assert [op.input("X")[0].endswith("edgekit_stacked") for op in pools] == [True]
     monkeypatch.setenv(SKIP_ENV, "two-row-pools")
     plain, _ = lite_safe(static, tmp_path / "plain", samples, x86=False)
-    emulator = Emulator.prepare("aarch64", dataclasses.replace(settings, runtime=profile.symbols_runtime(
-        settings.runtime)), 600)
-    found, outputs = {}, {}
-    for name, model in (("as exported", plain), ("rewritten", safe)):
-        nb = convert(model, "arm", tmp_path / f"{name}.nb", timeout=300, target="arm64", precision="fp32").nb_file
-        found[name] = profile.measure(emulator, nb, {"x": samples["x"][:1]}, cpu="default")
-        outputs[name] = native.run_runner(emulator.build, emulator.runtime, nb, samples).outputs[0]
+    found, outputs = profiled_on_arm(settings, tmp_path, {"as exported": plain, "rewritten": safe}, samples)
     # max: the same values bit for bit; avg: the NEON kernel sums in another order (measured 3e-8)
     assert np.abs(outputs["as exported"] - outputs["rewritten"]).max() <= (0.0 if kind == "max" else 1e-6)
     functions = {name: {f["function"].rsplit("::", 1)[-1] for f in found[name]["functions"]} for name in found}
