@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from edgekit.contracts.settings import InputSpec, QuantConfig
+from edgekit.contracts.settings import QuantConfig
 from edgekit.core.errors import EmulationUnavailable
 from edgekit.model.artifacts import QuantizedModel, StaticModel
 from edgekit.model.data import Samples
@@ -20,6 +20,7 @@ from edgekit.quantize.search import Candidate, SearchPlan, quantize_to_budget
 from edgekit.quantize.sensitivity import Budget, Evaluator, QuantLayer, Score
 from edgekit.tasks import make_task
 from edgekit.verify.tier_c import int8_verdict, searched_fp32
+from test_quant_search import _model              # the same stand-in program files
 
 TOP1 = Budget.for_data(1.0, "top1")
 
@@ -85,14 +86,6 @@ def test_tier_c_takes_fp32_counts_from_the_search_instead_of_counting_again():
 
 LAYERS = (QuantLayer(0, "conv2d", "conv2d_0.w_0", "c0.out", 100), QuantLayer(1, "depthwise_conv2d", "dw_0.w_0",
                                                                               "d0.out", 9))
-
-
-def _model(tmp_path: Path) -> StaticModel:
-    folder = tmp_path / "src"
-    folder.mkdir(exist_ok=True)
-    (folder / "model.pdmodel").write_bytes(b"program")
-    (folder / "model.pdiparams").write_bytes(b"params")
-    return StaticModel(folder / "model.pdmodel", folder / "model.pdiparams", (InputSpec("x", (-1, 4)),), ("out",), "dygraph")
 
 
 def _quantize(runs: list):
