@@ -3,6 +3,26 @@
 from __future__ import annotations
 
 
+# ONNX Runtime logs a failing node in red on stderr (severity ERROR) before it raises; the import checks catch the
+# exception and say in their own words what it means (a simplification dropped, a model refused), so only FATAL
+# messages may print.
+QUIET = 4
+
+
+def options(*, as_written: bool = False, basic: bool = True):
+    """SessionOptions for the import checks: quiet (QUIET); `as_written` turns every graph optimisation off,
+    otherwise `basic` keeps only the semantics-preserving rewrites (False: ONNX Runtime's default, all)."""
+    import onnxruntime as ort
+
+    found = ort.SessionOptions()
+    found.log_severity_level = QUIET
+    if as_written:
+        found.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    elif basic:
+        found.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    return found
+
+
 def session(model, *, as_written: bool = False):
     """A CPU session on `model` (a path or serialised bytes).
 
@@ -11,9 +31,5 @@ def session(model, *, as_written: bool = False):
     """
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_DISABLE_ALL if as_written
-                                        else ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
-    return ort.InferenceSession(model if isinstance(model, bytes) else str(model), options,
+    return ort.InferenceSession(model if isinstance(model, bytes) else str(model), options(as_written=as_written),
                                 providers=["CPUExecutionProvider"])

@@ -23,6 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
+from . import onnxrt
 from edgekit.core.errors import InputModelError
 from edgekit.model.passes import TOLERANCES, flat_check, judge
 
@@ -171,10 +172,8 @@ def _check(source, rewritten, input_name: str, checks: Sequence[tuple[int, int]]
 def _session(data: bytes, where: str):
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
     try:
-        return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(data, onnxrt.options(basic=False), providers=["CPUExecutionProvider"])
     except Exception as exc:          # ONNX Runtime refuses the graph (an op, a type): its own message
         raise InputModelError(f"{where}: ONNX Runtime cannot load the model to measure its reshapes for "
                               f"width_mode = \"dynamic\" ({_first_line(exc)})",
