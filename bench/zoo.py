@@ -47,13 +47,30 @@ def _metric(row: dict) -> str:
     return f"{METRIC_NAMES.get(name, name)}: {_number(reference)} / {_number(ints.get(TIERS['int8']))} / {tier_c}"
 
 
+def _instructions(fp32: dict, int8: dict) -> str:
+    """Instructions per inference on Lite's neon kernels, FP32 / INT8, and INT8 on the dot-product kernels (a55)."""
+    def millions(build: dict, path: str) -> str:
+        total = ((build.get("instructions") or {}).get("per_inference") or {}).get(path)
+        return "–" if total is None else f"{total / 1e6:.1f} M"
+
+    text = f"{millions(fp32, 'default')} / {millions(int8, 'default')}"
+    ratio = ((int8.get("instructions") or {}).get("int8_vs_fp32") or {}).get("a55")
+    if millions(int8, "a55") != "–":
+        text += f" (dot-product {millions(int8, 'a55')}" + (f", {ratio:.2f}x FP32)" if ratio else ")")
+    return text
+
+
+HEADER = ("| model | source | FP32 / INT8 built | tier A max abs (FP32) | task metric: reference / INT8 tier B / "
+          "INT8 tier C | `.nb` bytes FP32 / INT8 | instructions per inference FP32 / INT8 | build s FP32 / INT8 "
+          "| failure (measured by) |")
+COLUMNS = HEADER.count(" | ") + 1
+
+
 def markdown(rows: list[dict]) -> str:
-    lines = ["| model | source | FP32 / INT8 built | tier A max abs (FP32) | task metric: reference / INT8 tier B / "
-             "INT8 tier C | `.nb` bytes FP32 / INT8 | build s FP32 / INT8 | failure (measured by) |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [HEADER, "|" + "---|" * COLUMNS]
     for row in rows:
         if "skipped" in row:
-            lines.append(f"| {row['model']} | {row['source']} | skipped | – | – | – | – | {row['skipped']} |")
+            lines.append(f"| {row['model']} | {row['source']} | skipped |" + " – |" * (COLUMNS - 4) + f" {row['skipped']} |")
             continue
         fp32, int8 = row["builds"].get("fp32", {}), row["builds"].get("int8", {})
         built = " / ".join("yes" if b.get("built") else "no" for b in (fp32, int8))
@@ -62,6 +79,7 @@ def markdown(rows: list[dict]) -> str:
                   else "; ".join(f"{p}: {e}" for p, e in failed.items()))
         lines.append(f"| {row['model']} | {row['source']} | {built} | {format(fp32['tier_a_max_abs'], '.2g') if fp32.get('tier_a_max_abs') is not None else '–'} "
                      f"| {_metric(row)} | {fp32.get('nb_bytes', '–')} / {int8.get('nb_bytes', '–')} "
+                     f"| {_instructions(fp32, int8)} "
                      f"| {fp32.get('seconds', '–')} / {int8.get('seconds', '–')} | {errors.replace('|', '/') or '–'} |")
     return "\n".join(lines) + "\n"
 
@@ -69,21 +87,55 @@ def markdown(rows: list[dict]) -> str:
 BEGIN, END = "<!-- zoo table: bench/zoo.py writes between these lines -->", "<!-- end of zoo table -->"
 
 
+def merge(store: dict, rows: list[dict], command: str, day: str) -> dict:
+    """`store` (model -> its row as last measured) with this run's rows merged in: a build replaces the build of
+    the same precision only, so an INT8-only run keeps the model's FP32 figures; each build says what measured it."""
+    merged = {name: json.loads(json.dumps(row)) for name, row in store.items()}
+    for row in rows:
+        fresh = json.loads(json.dumps(row))
+        for build in fresh.get("builds", {}).values():
+            build["measured_by"] = f"{command}, {day}"
+        if "skipped" in fresh or fresh["model"] not in merged or "skipped" in merged[fresh["model"]]:
+            merged[fresh["model"]] = fresh
+            continue
+        kept = merged[fresh["model"]]
+        builds = dict(kept.get("builds", {}), **fresh.get("builds", {}))
+        kept.update({k: v for k, v in fresh.items() if k != "builds" and v is not None})
+        kept["builds"] = builds
+    return merged
+
+
+def _measured_by(row: dict) -> str:
+    if "skipped" in row:
+        return ""
+    by = {p: b.get("measured_by") for p, b in row.get("builds", {}).items() if b.get("measured_by")}
+    if len(set(by.values())) == 1:
+        return f"`{next(iter(by.values())).rsplit(', ', 1)[0]}`, {next(iter(by.values())).rsplit(', ', 1)[1]}"
+    return "; ".join(f"{p.upper()}: `{v.rsplit(', ', 1)[0]}`, {v.rsplit(', ', 1)[1]}" for p, v in sorted(by.items()))
+
+
 def write_docs(path: Path, rows: list[dict], command: str, order: list[str]) -> None:
-    """The table between the markers: this run's rows, and the rows of models it did not run kept as they were (each
-    with the command that measured it), in the suite's order."""
+    """The table between the markers, from the rows stored beside it (`path` with `.json`: every model's builds as
+    last measured, this run's merged in per precision), in the suite's order. A model the store does not hold keeps
+    its line as it was (an older line without the instructions column gets a "–" there)."""
+    store_path = path.with_suffix(".json")
+    store = json.loads(store_path.read_text(encoding="utf-8")) if store_path.exists() else {}
+    store = merge(store, rows, command, time.strftime("%Y-%m-%d"))
+    store_path.write_text(json.dumps(store, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     kept: dict[str, str] = {}
     if BEGIN in text and END in text:
         for line in text[text.index(BEGIN):text.index(END)].splitlines():
             cells = line.split(" | ")
             if line.startswith("| ") and len(cells) > 2 and cells[0][2:] in order:
-                kept[cells[0][2:]] = line
-    ours = dict(zip((r["model"] for r in rows), markdown(rows).splitlines()[2:]))
-    for model, line in ours.items():
-        kept[model] = line.rstrip(" |") + f" (`{command}`, {time.strftime('%Y-%m-%d')}) |"
-    header = markdown([]).splitlines()[:2]
-    table = "\n".join([BEGIN, "", *header, *(kept[m] for m in order if m in kept), END])
+                if len(cells) == COLUMNS - 1:        # before the instructions column
+                    cells.insert(6, "–")
+                kept[cells[0][2:]] = " | ".join(cells)
+    for model, row in store.items():
+        line = markdown([row]).splitlines()[2]
+        by = _measured_by(row)
+        kept[model] = line.rstrip(" |") + (f" ({by}) |" if by else " |")
+    table = "\n".join([BEGIN, "", *markdown([]).splitlines()[:2], *(kept[m] for m in order if m in kept), END])
     if BEGIN in text and END in text:
         text = text[:text.index(BEGIN)] + table + text[text.index(END) + len(END):]
     else:

@@ -297,7 +297,23 @@ def figures(result: dict) -> dict:
     tier_c = m.get("emulation") or {}
     return {"built": True, "seconds": result["seconds"], "nb_bytes": m["model"]["bytes"], "metric": primary,
             "metrics": pick, "tier_a_max_abs": max(tier_a) if tier_a else None, "bundle": result["bundle"],
-            "tier_c_samples": tier_c.get("samples") if isinstance(tier_c, dict) else None}
+            "tier_c_samples": tier_c.get("samples") if isinstance(tier_c, dict) else None,
+            "instructions": instructions(tier_c)}
+
+
+def instructions(emulation) -> dict | None:
+    """Instructions per inference of the `.nb` under qemu, from the manifest's `emulation.instruction_counts`:
+    {kernel path: total} (`default`: Lite's neon kernels; `a55`: the dot-product ones), and INT8's ratio to FP32
+    per path when the build counted both; None when tier C did not count."""
+    counts = emulation.get("instruction_counts") if isinstance(emulation, dict) else None
+    if not isinstance(counts, dict) or not isinstance(counts.get("paths"), dict):
+        return None
+    totals = {path: figures.get("per_inference", {}).get("total") for path, figures in counts["paths"].items()
+              if isinstance(figures, dict)}
+    found = {"per_inference": {p: t for p, t in totals.items() if isinstance(t, int)}}
+    if isinstance(counts.get("int8_vs_fp32"), dict):
+        found["int8_vs_fp32"] = counts["int8_vs_fp32"]
+    return found if found["per_inference"] else None
 
 
 def layout_reference(onnx_path: Path, evaluation: Path) -> dict:

