@@ -1,16 +1,23 @@
-"""Building native/ with CMake: where its sources are, which files are build inputs, the tools' versions."""
+"""Building native/ with CMake: where its sources are, which files are build inputs, the tools' versions, and the
+cache entries' in-use marks (`use_entry`, `remove_if_unused`)."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import shutil
 from pathlib import Path
+from typing import IO
 
 from edgekit.core import proc
 from edgekit.core.errors import EmulationUnavailable
 
 NATIVE_DIR = Path(__file__).resolve().parents[1] / "native"
 NOT_BUILD_INPUTS = (".md", ".sh")   # native/'s README and install-deps.sh change no binary
-PRUNE_AFTER_SECONDS = 3600  # never remove a build younger than this: a concurrent process may be using it
+PRUNE_AFTER_SECONDS = 3600  # never remove a build younger than this (a process that does not mark its use, e.g. an
+                            # older checkout sharing the cache, may be running it)
+
+_IN_USE: dict[str, IO[str]] = {}    # cache entries this process uses -> the open file holding its shared lock
 
 
 def tool_line(argv: list[str]) -> str:
@@ -28,3 +35,49 @@ def native_dir() -> Path:
 
 def cmake_generator() -> str:
     return "Ninja" if shutil.which("ninja") else "Unix Makefiles"
+
+
+def _use_file(entry: Path) -> Path:
+    return entry.parent / f".{entry.name}.use"
+
+
+def use_entry(entry: Path) -> None:
+    """Mark the cache entry `entry` (a folder) as used by this process until it exits: a shared flock on
+    `.<name>.use` beside it, which `remove_if_unused` in any process respects. Take it before looking into the
+    entry: a removal that started first then finishes first, and the caller finds the entry gone and rebuilds it.
+
+    Why: cache entries of other keys are pruned when a new key is built, and several checkouts share the cache.
+    A CI run took its runner at the start of a build and asked it for --version minutes later, after another
+    checkout's build had pruned it; qemu-user then exits 1 without a word (see `unloadable`)."""
+    name = str(entry)
+    if name in _IN_USE:
+        return
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    handle = _use_file(entry).open("a")
+    fcntl.flock(handle, fcntl.LOCK_SH)        # waits only while a removal of this entry is under way
+    _IN_USE[name] = handle                     # closed (and the lock released) when the process ends
+
+
+def remove_if_unused(entry: Path) -> bool:
+    """Delete the cache entry unless some process uses it (`use_entry`); True if it was removed. The folder is
+    renamed away before it is deleted, so it disappears whole, never half-deleted under a reader."""
+    with _use_file(entry).open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        gone = entry.with_name(f".{entry.name}.gone-{os.getpid()}")
+        try:
+            os.replace(entry, gone)
+        except FileNotFoundError:
+            return False
+        shutil.rmtree(gone, ignore_errors=True)
+        return True
+
+
+def age_seconds(path: Path, now: float) -> float | None:
+    """Seconds since `path` last changed, None when it is gone (a concurrent prune took it)."""
+    try:
+        return now - path.stat().st_mtime
+    except FileNotFoundError:
+        return None

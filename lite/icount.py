@@ -26,7 +26,8 @@ from edgekit.core import proc
 from edgekit.core.atomic import publish_dir, staging_dir
 from edgekit.core.errors import EmulationUnavailable, ToolError
 
-from .cmake import NOT_BUILD_INPUTS, PRUNE_AFTER_SECONDS, cmake_generator, native_dir, tool_line
+from .cmake import (NOT_BUILD_INPUTS, PRUNE_AFTER_SECONDS, age_seconds, cmake_generator, native_dir, remove_if_unused,
+                    tool_line, use_entry)
 
 ICOUNT_SCHEMA = "edgekit.icount/1"
 CLASSES = ("simd_fp", "load_store", "branch", "other")   # disjoint, they sum to total; dot_product is part of simd_fp
@@ -185,9 +186,9 @@ def build_plugin(cache_root: Path, *, timeout: float = 300) -> Path:
     folder = Path(cache_root).expanduser().absolute() / "native"
     final = folder / f"icount-{key[:16]}"
     library = final / LIBRARY
+    use_entry(final)        # qemu loads it from there: no other process prunes it while this one may count
     if library.is_file():
         return library
-    folder.mkdir(parents=True, exist_ok=True)
     with (folder / f".{final.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if library.is_file():
@@ -203,8 +204,9 @@ def build_plugin(cache_root: Path, *, timeout: float = 300) -> Path:
             (scratch / "edgekit-build.json").write_text(json.dumps({"key": key, "inputs": inputs}, indent=2) + "\n")
             publish_dir(scratch, final, keep_existing=lambda entry: (entry / LIBRARY).is_file())
         for old in folder.glob("icount-*"):
-            if old != final and time.time() - old.stat().st_mtime > PRUNE_AFTER_SECONDS:
-                shutil.rmtree(old, ignore_errors=True)
+            age = age_seconds(old, time.time())
+            if old != final and age is not None and age > PRUNE_AFTER_SECONDS:
+                remove_if_unused(old)
     return library
 
 

@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 import signal
+import stat
 import tempfile
 import time
 from dataclasses import dataclass
@@ -38,7 +39,8 @@ from edgekit.core.tables import CPU_PROFILES, CpuProfile
 if TYPE_CHECKING:
     from .icount import InstructionCounts
 
-from .cmake import NOT_BUILD_INPUTS, PRUNE_AFTER_SECONDS, cmake_generator, native_dir, tool_line
+from .cmake import (NOT_BUILD_INPUTS, PRUNE_AFTER_SECONDS, age_seconds, cmake_generator, native_dir, remove_if_unused,
+                    tool_line, use_entry)
 
 log = logging.getLogger(__name__)
 
@@ -211,9 +213,9 @@ def build(abi: Abi | str, runtime: LiteRuntime | None, cache_root: Path, *, time
     folder = Path(cache_root).expanduser().absolute() / "native"
     final = folder / f"{abi.value}-{key[:16]}"
     marker = final / "edgekit-build.json"
+    use_entry(final)        # before the look: no other process prunes it while this one may run it
     if marker.is_file():
         return _result(abi, final, key, True, 0.0)
-    folder.mkdir(parents=True, exist_ok=True)
     with (folder / f".{final.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if marker.is_file():
@@ -244,13 +246,15 @@ def build(abi: Abi | str, runtime: LiteRuntime | None, cache_root: Path, *, time
 
 
 def _prune(folder: Path, abi: Abi, keep: Path) -> None:
-    """Old keys of this ABI beyond the newest CACHE_KEEP go (they are never reused), unless built in the last hour:
-    another process (a build of another checkout, a test run) may still be running that runner."""
-    entries = sorted((p for p in folder.glob(f"{abi.value}-*") if p.is_dir() and p != keep),
-                     key=lambda p: p.stat().st_mtime, reverse=True)
+    """Old keys of this ABI beyond the newest CACHE_KEEP go (they are never reused), unless a process uses them
+    (`use_entry`: a test run or build of another checkout may run that runner hours after it took it) or they were
+    built in the last hour."""
+    now = time.time()
+    ages = {p: age_seconds(p, now) for p in folder.glob(f"{abi.value}-*") if p.is_dir() and p != keep}
+    entries = sorted((p for p, age in ages.items() if age is not None), key=lambda p: ages[p])
     for old in entries[CACHE_KEEP - 1:]:
-        if time.time() - old.stat().st_mtime > PRUNE_AFTER_SECONDS:
-            shutil.rmtree(old, ignore_errors=True)
+        if ages[old] > PRUNE_AFTER_SECONDS:
+            remove_if_unused(old)
 
 
 def emulator_argv(abi: Abi | str, runtime: LiteRuntime | None, cpu_profile: str | CpuProfile = "default", *,
@@ -281,16 +285,47 @@ def emulator_argv(abi: Abi | str, runtime: LiteRuntime | None, cpu_profile: str 
     return argv
 
 
-def _silent_exit(code: int) -> str:
-    """An exit with nothing printed (seen from the runner under qemu while the host had ~1 GB free beside a 10 GB job):
-    the code and the host's available memory at the time, the one fact there is to go on."""
+def unloadable(program: Path) -> str | None:
+    """Why qemu-user cannot start `program`, checked as its loader does (open, a regular file, an execute bit, the ELF
+    magic), or None. qemu 7.2 reports these with printf on stdout and then _exit(1): through a pipe the line is never
+    flushed, so a caller sees exit 1 and nothing at all (measured: a missing, empty, non-ELF or non-executable
+    runner, and a directory, all exit 1 with empty stdout and stderr)."""
+    try:
+        info = os.stat(program)
+    except FileNotFoundError:
+        return "it does not exist"
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror})"
+    if not stat.S_ISREG(info.st_mode):
+        return "it is not a regular file"
+    if not info.st_mode & 0o111:
+        return "it is not executable"
+    try:
+        machine = elf_machine(Path(program))
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror})"
+    return None if machine is not None else "it is not an ELF file"
+
+
+def _silent_exit(code: int, argv: Sequence[str], program: Path) -> tuple[str, str]:
+    """(message, hint) for an exit with nothing printed. The runner prints a line before every non-zero exit; qemu-user
+    does not when it cannot load the program (`unloadable`). Otherwise the code and the host's available memory."""
+    if argv and argv[0] != str(program):        # under emulation
+        reason = unloadable(program)
+        if reason is not None:
+            shown = os.path.realpath(program)
+            return (f"{Path(argv[0]).name} could not load the runner {shown}: {reason} (qemu-user exits {code} "
+                    "without a message then)",
+                    f"delete {Path(shown).parent} if it is there and rerun: edgekit builds the runner again")
     from edgekit.core.executors import available_memory_mb
 
     free = available_memory_mb()
-    return f"exit {code} with nothing on stderr (host memory available: {f'{free:,} MB' if free is not None else 'unknown'})"
+    shown = f"{free:,} MB" if free is not None else "unknown"
+    return f"exit {code} with nothing on stderr (host memory available: {shown})", ""
 
 
-def _raise_for(done: proc.ProcessRecord, record: dict | None, what: str, profile: str | CpuProfile) -> None:
+def _raise_for(done: proc.ProcessRecord, record: dict | None, what: str, profile: str | CpuProfile,
+               program: Path) -> None:
     phase = (record or {}).get("phase", "start")
     if done.returncode < 0:
         name = done.signal_name
@@ -302,8 +337,11 @@ def _raise_for(done: proc.ProcessRecord, record: dict | None, what: str, profile
         message, hint = (record or {}).get("error"), (record or {}).get("fix") or ""
         if not message:   # no record: the runner's one stderr line
             message, hint = runner_error_line(done.stderr)
+        message = message or done.tail(3)
         cls = RUNNER_ERRORS.get(done.returncode, ToolError)
-        error = cls(f"{what}: {message or done.tail(3) or _silent_exit(done.returncode)}", hint)
+        if not message:
+            message, hint = _silent_exit(done.returncode, done.argv, program)
+        error = cls(f"{what}: {message}", hint)
     error.exit_status = done.returncode       # the runner's own code (negative: signal)
     error.record = record
     raise error
@@ -358,7 +396,7 @@ def run_runner(build: NativeBuild, runtime: LiteRuntime, nb_file: Path, feeds: M
         done = proc.run(argv, timeout=timeout, what=what, env={} if icount_plugin is not None else None)
         record = read_runner_record(out)
         if done.returncode != 0:
-            _raise_for(done, record, what, cpu_profile)
+            _raise_for(done, record, what, cpu_profile, build.runner)
         if not runner_finished(record):
             raise ToolError(f"{what} exited 0 without a {RUNNER_SCHEMA} record", "rebuild native/ (stale build?)")
         outputs = tuple(np.array(np.load(o["file"]), copy=True) for o in record["outputs"])
@@ -374,5 +412,5 @@ def runtime_version(build: NativeBuild, runtime: LiteRuntime, *, timeout: float 
     argv = emulator_argv(build.abi, runtime) + [str(build.runner), "--version"]
     done = proc.run(argv, timeout=timeout, what="edgekit-lite-run --version")
     if done.returncode != 0:
-        _raise_for(done, None, "edgekit-lite-run --version", "default")
+        _raise_for(done, None, "edgekit-lite-run --version", "default", build.runner)
     return done.stdout.strip()

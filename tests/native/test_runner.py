@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import os
+import shutil
 import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
 
 from edgekit.core.errors import DataError, InputModelError, ToolError
 from edgekit.lite import native
+from edgekit.lite.cmake import PRUNE_AFTER_SECONDS
 from edgekit.core.tables import CPU_PROFILES, CpuProfile
 
 pytestmark = pytest.mark.e2e
@@ -165,3 +172,44 @@ def test_armhf_has_no_dot_product_profile(emulation):
     runtime, build = emulation("armhf")
     with pytest.raises(native.ConfigError, match="WITH_ARM_DOTPROD=OFF"):
         native.emulator_argv("armhf", runtime, "a55", shim=build.shim)
+
+
+def test_a_runner_in_use_survives_another_checkouts_prune(emulation, tmp_path):
+    """Issue 32's 'edgekit-lite-run --version: exit 1' and nothing else: a CI build took its cached runner, and
+    before tier C asked it for --version another checkout sharing the cache built a newer key and pruned the entry
+    (over an hour old, not among the newest). The cache now keeps what a live process took."""
+    runtime, build = emulation("aarch64")
+    cache = tmp_path / "cache"
+    entry = cache / "native" / build.root.name
+    shutil.copytree(build.root, entry, symlinks=True)
+    taken = native.build("aarch64", runtime, cache)
+    assert taken.cached and taken.runner == entry / "edgekit-lite-run"
+    hours_ago = time.time() - 3 * PRUNE_AFTER_SECONDS
+    os.utime(entry, (hours_ago, hours_ago))
+    newer = [cache / "native" / f"aarch64-{i:016x}" for i in range(native.CACHE_KEEP)]
+    for folder in newer:
+        folder.mkdir()
+        (folder / "edgekit-build.json").write_text("{}")
+    prune = ("import sys; from pathlib import Path; from edgekit.lite import native; "
+             "native._prune(Path(sys.argv[1]), native.Abi.aarch64, keep=Path(sys.argv[2]))")
+    subprocess.run([sys.executable, "-c", prune, str(cache / "native"), str(newer[-1])], check=True, timeout=120)
+    assert native.runtime_version(taken, runtime) == "v2.13-rc"
+
+
+@pytest.mark.parametrize("damage, reason", [("gone", "it does not exist"), ("not executable", "it is not executable"),
+                                            ("empty", "it is not an ELF file")])
+def test_a_runner_qemu_cannot_load_fails_with_the_reason(emulation, tmp_path, damage, reason):
+    """qemu-user 7.2 prints its 'Error while loading' with printf and leaves by _exit(1): through a pipe, exit 1 and
+    nothing on stdout or stderr. edgekit names the reason instead."""
+    runtime, build = emulation("aarch64")
+    runner = tmp_path / "edgekit-lite-run"
+    if damage != "gone":
+        runner.write_bytes(b"" if damage == "empty" else build.runner.read_bytes())
+        runner.chmod(0o755 if damage == "empty" else 0o644)
+    done = subprocess.run(native.emulator_argv("aarch64", runtime) + [str(runner), "--version"], capture_output=True,
+                          text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", "")
+    with pytest.raises(ToolError) as caught:
+        native.runtime_version(dataclasses.replace(build, runner=runner), runtime)
+    assert caught.value.message == (f"edgekit-lite-run --version: qemu-aarch64 could not load the runner {runner}: "
+                                    f"{reason} (qemu-user exits 1 without a message then)")
