@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib
 
-_WHERE = {"convert": "opt", "nb_ops": "opt", "opt_version": "opt", "supported_ops": "opt",
+_WHERE = {"convert": "opt", "convert_safe": "safe", "nb_ops": "opt", "opt_version": "opt", "supported_ops": "opt",
           "unsupported_ops": "coverage", "UnsupportedOp": "coverage", "read_header": "nbfile", "NbHeader": "nbfile"}
 
 __all__ = list(_WHERE)

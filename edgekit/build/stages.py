@@ -177,7 +177,7 @@ def prune(rec: StageView) -> StageView:
         pruned = prune_factory_model(cfg.model, cfg.prune, folder, evaluation, unpruned=rec.static)
     else:
         pruned = prune_inference_model(rec.static, cfg.prune, folder, evaluation)
-    pruned = measure_nb(pruned, _folder(rec, "prune/nb"), cfg.tool_timeout)
+    pruned = measure_nb(pruned, _folder(rec, "prune/nb"), cfg.tool_timeout, dict(rec.evaluation.samples.head(4).inputs))
     return rec.with_(static=pruned.model, pruned=pruned)
 
 
@@ -303,35 +303,16 @@ def simulate_weights(rec: StageView) -> StageView:
 @declares(reads=("static", "evaluation", "?quantized"), writes=("device",))
 def convert_target(rec: StageView) -> StageView:
     from edgekit import lite
-    from edgekit.lite.rewrite import lite_safe
     from edgekit.core.tables import PRECISIONS
 
     cfg, places = rec.cfg, TARGETS[rec.cfg.target].opt_places
     info = PRECISIONS[cfg.precision]
     model = rec.quantized.model if cfg.precision is Precision.int8 else rec.static
-    # opt folds a scale after a conv-fused activation wrongly, and crashes on flatten_contiguous_range for x86
-    samples = dict(rec.evaluation.samples.head(4).inputs)
-    model, rewrites = lite_safe(model, rec.work / "rewrite-target", samples, x86=places == "x86")
-
-    def convert(program, done):
-        return lite.convert(program, places, rec.staging / "model.nb", timeout=cfg.tool_timeout,
-                            target=cfg.target.value, precision=cfg.precision.value, rewrites=done, fp16=info.opt_fp16,
-                            weight_quant=info.opt_weight_quant)
-
-    try:
-        device = convert(model, rewrites)
-    except ConversionError:
-        # opt for arm also crashes on flatten_contiguous_range in some programs (measured on MobileNetV2 once relu6's
-        # threshold is restored); the x86 rewrite computes the same tensor, so a crash gets one more try with it
-        if places == "x86" or "flatten_contiguous_range" not in model.op_types:
-            raise
-        from edgekit.lite.rewrite import flatten_to_reshape, rewrite_pass
-        from edgekit.model.passes import run_passes
-
-        model, done = run_passes(model, [rewrite_pass("rewrite-target-flatten", flatten_to_reshape, rec.work, samples)])
-        log.warning("paddle_lite_opt failed on flatten_contiguous_range for %s: retrying with it rewritten to reshape2",
-                    places)
-        device = convert(model, rewrites + tuple(r.facts for r in done if r.changed))
+    # opt folds a scale after a conv-fused activation wrongly, and crashes on flatten_contiguous_range (lite/safe.py)
+    device = lite.convert_safe(model, places, rec.staging / "model.nb", rec.work / "rewrite-target",
+                               dict(rec.evaluation.samples.head(4).inputs), timeout=cfg.tool_timeout,
+                               target=cfg.target.value, precision=cfg.precision.value, fp16=info.opt_fp16,
+                               weight_quant=info.opt_weight_quant)
     if info.opt_fp16:
         _require_fp16_kernels(device.nb_file)
     return rec.with_(device=device)
@@ -341,14 +322,13 @@ def convert_target(rec: StageView) -> StageView:
 def convert_twin(rec: StageView) -> StageView:
     """The FP32 x86 twin of model.nb (tier A); an FP32 x86 build is its own twin."""
     from edgekit import lite
-    from edgekit.lite.rewrite import lite_safe
 
     if TARGETS[rec.cfg.target].opt_places == "x86" and rec.quantized is None:
         return rec.with_(twin=rec.device)
     (rec.staging / "host").mkdir()
-    model, rewrites = lite_safe(rec.static, rec.work / "rewrite-twin", dict(rec.evaluation.samples.head(4).inputs), x86=True)
-    twin = lite.convert(model, "x86", rec.staging / "host" / "model_x86.nb", timeout=rec.cfg.tool_timeout,
-                        target="x86", precision="fp32", rewrites=rewrites)
+    twin = lite.convert_safe(rec.static, "x86", rec.staging / "host" / "model_x86.nb", rec.work / "rewrite-twin",
+                             dict(rec.evaluation.samples.head(4).inputs), timeout=rec.cfg.tool_timeout, target="x86",
+                             precision="fp32")
     return rec.with_(twin=twin)
 
 
@@ -419,8 +399,9 @@ def unpruned_int8(rec: StageView) -> StageView:
         return rec
     folder = _folder(rec, "unpruned-int8")
     base = quantize(pruned.unpruned, rec.calibration, replace(cfg.quant, algo=rec.quantized.algo), folder)
-    nb = lite.convert(base.model, TARGETS[cfg.target].opt_places, folder / "model.nb", timeout=cfg.tool_timeout,
-                      target=cfg.target.value, precision="int8")
+    nb = lite.convert_safe(base.model, TARGETS[cfg.target].opt_places, folder / "model.nb", folder / "rewrite",
+                           dict(rec.calibration.head(4).inputs), timeout=cfg.tool_timeout, target=cfg.target.value,
+                           precision="int8")
     return rec.with_(unpruned_int8=nb)
 
 

@@ -33,7 +33,6 @@ def probe_keep(model: StaticModel, op: NmsOp, inputs: Mapping[str, np.ndarray], 
     `emulator_of()` returns a tier-C Emulator or raises EdgekitError saying why there is none."""
     from edgekit import lite
     from edgekit.export import StaticRunner
-    from edgekit.lite.rewrite import lite_safe
     from edgekit.verify.tiers import twin_process
 
     count = min(PROBE_SAMPLES, len(next(iter(inputs.values()))))
@@ -46,10 +45,9 @@ def probe_keep(model: StaticModel, op: NmsOp, inputs: Mapping[str, np.ndarray], 
     work.mkdir(parents=True, exist_ok=True)
     nbs = {}
     for where in dict.fromkeys((places, "x86")):
-        try:   # with the rewrites every conversion gets (edgekit.build.stages.convert_target)
-            safe, _ = lite_safe(model, work / f"rewrite-{where}", dict(inputs), x86=where == "x86")
-            nbs[where] = lite.convert(safe, where, work / f"nms-{where}.nb", timeout=timeout, target=where,
-                                      precision="fp32").nb_file
+        try:   # with the rewrites every conversion gets (lite/safe.py)
+            nbs[where] = lite.convert_safe(model, where, work / f"nms-{where}.nb", work / f"rewrite-{where}",
+                                           dict(inputs), timeout=timeout, target=where, precision="fp32").nb_file
             measured[f"opt_{where}"] = "converted"
         except ConversionError as exc:
             measured[f"opt_{where}"] = exc.message

@@ -1,7 +1,7 @@
 """The INT8 search's cost counter (quantize/cost.py's `Coster`): a candidate converted for the ARM target and one
 inference counted under qemu on tier C's kernel paths, and the per-op-type profile on the build's CPU profile.
 
-The conversion is the target stage's (`lite_safe` for ARM, then opt), so the chosen candidate's `.nb` is the
+The conversion is the target stage's (`lite.convert_safe` for ARM), so the chosen candidate's `.nb` is the
 bundle's `model.nb` byte for byte and the FP32 one tier C's FP32 reference: with the same count cache folder
 (`count_cache`) tier C finds both counts made and counts nothing twice.
 """
@@ -48,7 +48,6 @@ class EmulatedCost:
     def convert(self, model: StaticModel, precision: str) -> Path:
         """`model` as the target stage converts it; one folder per program (its hash), reused."""
         from edgekit import lite
-        from edgekit.lite.rewrite import lite_safe
 
         digest = hashlib.sha256(sha256_file(model.model_file).encode()
                                 + (sha256_file(model.params_file).encode() if model.params_file else b"")).hexdigest()
@@ -57,8 +56,8 @@ class EmulatedCost:
         if nb.is_file():
             return nb
         folder.mkdir(parents=True, exist_ok=True)
-        safe, _ = lite_safe(model, folder / "rewrite", self.rewrite_samples, x86=False)
-        return lite.convert(safe, "arm", nb, timeout=self.timeout, target=self.target, precision=precision).nb_file
+        return lite.convert_safe(model, "arm", nb, folder / "rewrite", self.rewrite_samples, timeout=self.timeout,
+                                 target=self.target, precision=precision).nb_file
 
     def count(self, model: StaticModel, precision: str) -> dict[str, int]:
         from edgekit.verify import tiers

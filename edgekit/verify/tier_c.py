@@ -157,7 +157,6 @@ def costs_verdict(rec, emulator: Emulator, counts: Mapping, subset) -> dict | No
     paths, and `int8_verdict`. None for other precisions or when either count is missing."""
     from edgekit import lite
     from edgekit.core.errors import EdgekitError
-    from edgekit.lite.rewrite import lite_safe
     from edgekit.verify import counts as costs
     from edgekit.verify.search_cost import count_cache
 
@@ -168,9 +167,8 @@ def costs_verdict(rec, emulator: Emulator, counts: Mapping, subset) -> dict | No
         return int8_verdict(counts["paths"], counted, emulator.cpu)
     try:
         samples = dict(rec.evaluation.samples.head(4).inputs)
-        safe, _ = lite_safe(rec.static, rec.work / "rewrite-fp32-reference", samples, x86=False)
-        fp32 = lite.convert(safe, "arm", rec.work / "fp32-reference.nb", timeout=rec.cfg.tool_timeout,
-                            target=rec.cfg.target.value, precision="fp32")
+        fp32 = lite.convert_safe(rec.static, "arm", rec.work / "fp32-reference.nb", rec.work / "rewrite-fp32-reference",
+                                 samples, timeout=rec.cfg.tool_timeout, target=rec.cfg.target.value, precision="fp32")
         sample = {name: values[:1] for name, values in subset.inputs.items()}
         folder = count_cache(rec.cfg, rec.work)
         reference = costs.measure(emulator, fp32.nb_file, sample, cache_folder=folder, profiles=list(counts["paths"]))
