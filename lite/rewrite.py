@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -47,13 +49,47 @@ from edgekit.model.parity import SameCheck
 from edgekit.model.passes import TOLERANCES, Pass, PassResult, run_passes
 
 
+@dataclass(frozen=True)
+class OpRewrite:
+    """A rewrite op by op, the form of most rewrites here; called as every rewrite is: (model, out_dir, samples).
 
-def flatten_to_reshape(model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
-    program = prog.parse_program(model.model_file)
-    replaced = _each_op(program, lambda block, op: op.type == "flatten_contiguous_range", _replace_flatten)
-    return _finish(program, model, out_dir, samples, replaced, "the flatten->reshape2 rewrite",
-                   {"rewrite": "flatten_contiguous_range -> reshape2",
-                    "reason": "paddle_lite_opt 2.13rc0 crashes on flatten_contiguous_range (x86; arm on some programs)"})
+    The program is parsed and every op of every block that `matches(block, op)` is rewritten by `replace(block, index,
+    op)`, which returns the index after what it wrote. When no op matched, the model comes back as it was; else the
+    program is saved beside its parameters, checked against the one before (`what` names the rewrite in a failed
+    check) and recorded: `rewrite`, `reason`, how many `ops`, the check's `max_abs`. A new rewrite of this form is its
+    two functions, one `OpRewrite` and one row in REWRITES.
+    """
+    what: str
+    matches: Callable[..., bool]                  # (block, op)
+    replace: Callable[..., int]                   # (block, index, op) -> the index after what it wrote
+    rewrite: str
+    reason: str
+
+    def __call__(self, model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
+        program = prog.parse_program(model.model_file)
+        replaced = _each_op(program, self.matches, self.replace)
+        if not replaced:
+            return PassResult(model)
+        rewritten, found = _publish(program.desc.serialize_to_string(), prog.op_types(program), model, out_dir,
+                                    samples, self.what)
+        return PassResult(rewritten, found, {"rewrite": self.rewrite, "reason": self.reason, "ops": replaced,
+                                             "max_abs": found.worst_max_abs})
+
+
+def _each_op(program, matches, replace) -> int:
+    """Every op of every block that `matches(block, op)` is rewritten by `replace(block, index, op)`, which returns the
+    index after what it wrote; returns how many were."""
+    replaced = 0
+    for block in program.blocks:
+        index = 0
+        while index < len(block.ops):
+            op = block.ops[index]
+            if matches(block, op):
+                index = replace(block, index, op)
+                replaced += 1
+            else:
+                index += 1
+    return replaced
 
 
 def _replace_flatten(block, index: int, op) -> int:
@@ -71,27 +107,15 @@ def _replace_flatten(block, index: int, op) -> int:
     return index + 1
 
 
+flatten_to_reshape = OpRewrite(
+    "the flatten->reshape2 rewrite", lambda block, op: op.type == "flatten_contiguous_range", _replace_flatten,
+    rewrite="flatten_contiguous_range -> reshape2",
+    reason="paddle_lite_opt 2.13rc0 crashes on flatten_contiguous_range (x86; arm on some programs)")
+
+
 # Activations Paddle-Lite 2.13 fuses into a preceding conv (conv_activation_fuse_pass and its kin).
 CONV_FUSED_ACTIVATIONS = ("relu", "relu6", "leaky_relu", "hard_swish", "hard_sigmoid", "sigmoid", "tanh", "swish",
                           "abs", "prelu", "silu", "gelu", "elu")
-
-
-def scale_after_activation(model: StaticModel, out_dir: Path,
-                           samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
-    """`act -> scale` becomes `act -> elementwise_mul/elementwise_add` by constants.
-
-    opt 2.13rc0 fuses an activation into the conv before it, and then a following `scale`
-    into the same conv's weights and bias (`ConvScaleFuser` does not check that the conv
-    already carries an activation): `scale(act(conv(x)))` becomes `act(scale(conv(x)))`, a
-    silently wrong model (conv-BN-hard_swish-scale: max abs 1.18 against Paddle). Lite fuses
-    no elementwise op after an activation, so the same arithmetic written that way is kept.
-    """
-    program = prog.parse_program(model.model_file)
-    replaced = _each_op(program, _misfused_scale, _replace_scale)
-    return _finish(program, model, out_dir, samples, replaced, "the scale -> elementwise rewrite",
-                   {"rewrite": "scale after a conv-fused activation -> elementwise_mul/elementwise_add",
-                    "reason": "paddle_lite_opt 2.13rc0 folds such a scale into the conv before the activation "
-                              "(ConvScaleFuser), which changes what the model computes"})
 
 
 CONV_FUSED_BEFORE_ACTIVATION = ("elementwise_add", "batch_norm")   # what opt folds into a conv ahead of its activation
@@ -135,29 +159,18 @@ def _replace_scale(block, index: int, op) -> int:
     return index
 
 
-def _each_op(program, matches, replace) -> int:
-    """Every op of every block that `matches(block, op)` is rewritten by `replace(block, index, op)`, which returns the
-    index after what it wrote; returns how many were."""
-    replaced = 0
-    for block in program.blocks:
-        index = 0
-        while index < len(block.ops):
-            op = block.ops[index]
-            if matches(block, op):
-                index = replace(block, index, op)
-                replaced += 1
-            else:
-                index += 1
-    return replaced
-
-
-def _finish(program, model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray], replaced: int, what: str,
-            record: dict) -> PassResult[StaticModel]:
-    """Every rewrite ends the same way: nothing to do, or the program saved, checked, and what was done recorded."""
-    if not replaced:
-        return PassResult(model)
-    rewritten, found = _publish(program.desc.serialize_to_string(), prog.op_types(program), model, out_dir, samples, what)
-    return PassResult(rewritten, found, dict(record, ops=replaced, max_abs=found.worst_max_abs))
+# `act -> scale` becomes `act -> elementwise_mul/elementwise_add` by constants.
+#
+# opt 2.13rc0 fuses an activation into the conv before it, and then a following `scale`
+# into the same conv's weights and bias (`ConvScaleFuser` does not check that the conv
+# already carries an activation): `scale(act(conv(x)))` becomes `act(scale(conv(x)))`, a
+# silently wrong model (conv-BN-hard_swish-scale: max abs 1.18 against Paddle). Lite fuses
+# no elementwise op after an activation, so the same arithmetic written that way is kept.
+scale_after_activation = OpRewrite(
+    "the scale -> elementwise rewrite", _misfused_scale, _replace_scale,
+    rewrite="scale after a conv-fused activation -> elementwise_mul/elementwise_add",
+    reason="paddle_lite_opt 2.13rc0 folds such a scale into the conv before the activation (ConvScaleFuser), which "
+           "changes what the model computes")
 
 
 def _publish(data: bytes, op_types: tuple[str, ...], model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray],
@@ -172,21 +185,6 @@ def _publish(data: bytes, op_types: tuple[str, ...], model: StaticModel, out_dir
     before = StaticRunner(model).run(samples)
     after = StaticRunner(rewritten).run(samples)
     return rewritten, check_same(before, after, model.fetches, TOLERANCES["lite-rewrite"], what)
-
-
-def constant_pad_value(model: StaticModel, out_dir: Path,
-                       samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
-    """`pad3d(x, mode="constant", value=v)` becomes `pad3d(x - v, value=0) + v`.
-
-    Paddle-Lite 2.13 pads with zeros whatever `value` says (x86 and ARM alike: a pad of 0.5 came
-    out 0.0 on a Paddle 2.6 export); padding with zero is what it does right.
-    """
-    program = prog.parse_program(model.model_file)
-    replaced = _each_op(program, lambda block, op: op.type == "pad3d" and op.attr("mode") == "constant"
-                        and float(op.attr("value")) != 0.0 and not op.input("Paddings"), _replace_pad)
-    return _finish(program, model, out_dir, samples, replaced, "the constant-pad rewrite",
-                   {"rewrite": "pad3d(value=v) -> scale(-v), pad3d(value=0), scale(+v)",
-                    "reason": "Paddle-Lite 2.13 pads with zeros whatever pad3d's value is"})
 
 
 def _replace_pad(block, index: int, op) -> int:
@@ -204,6 +202,17 @@ def _replace_pad(block, index: int, op) -> int:
     block._insert_op(index + 2, type="scale", inputs={"X": [padded]}, outputs={"Out": [out_var]},
                      attrs={"scale": 1.0, "bias": value, "bias_after_scale": True})
     return index + 3
+
+
+# `pad3d(x, mode="constant", value=v)` becomes `pad3d(x - v, value=0) + v`.
+#
+# Paddle-Lite 2.13 pads with zeros whatever `value` says (x86 and ARM alike: a pad of 0.5 came
+# out 0.0 on a Paddle 2.6 export); padding with zero is what it does right.
+constant_pad_value = OpRewrite(
+    "the constant-pad rewrite", lambda block, op: op.type == "pad3d" and op.attr("mode") == "constant"
+    and float(op.attr("value")) != 0.0 and not op.input("Paddings"), _replace_pad,
+    rewrite="pad3d(value=v) -> scale(-v), pad3d(value=0), scale(+v)",
+    reason="Paddle-Lite 2.13 pads with zeros whatever pad3d's value is")
 
 
 # Attributes Lite 2.13's ops read unconditionally but Paddle 2.6's save drops as "extra" (opt aborts: "No attributes
@@ -243,21 +252,6 @@ def restore_attributes(model: StaticModel, out_dir: Path,
 REDUCES = ("reduce_mean", "reduce_sum", "reduce_max", "reduce_min")
 
 
-def whole_tensor_reductions(model: StaticModel, out_dir: Path,
-                            samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
-    """A reduction over every element becomes `reshape2(x, [1, -1])` reduced over axis 1.
-
-    Lite 2.13's ARM `reduce_mean` with `reduce_all` returns a wrong value (measured: max abs 0.63 on a
-    mean of ~0.9; x86 is right), and it refuses more than two explicit dims; over one flattened
-    axis it is exact.
-    """
-    program = prog.parse_program(model.model_file)
-    replaced = _each_op(program, _reduces_everything, _replace_reduction)
-    return _finish(program, model, out_dir, samples, replaced, "the whole-tensor reduction rewrite",
-                   {"rewrite": "reduction over every element -> reshape2(x, [1, -1]) reduced over axis 1",
-                    "reason": "Paddle-Lite 2.13's ARM reduce_mean with reduce_all computes a wrong value"})
-
-
 def _reduces_everything(block, op) -> bool:
     if op.type not in REDUCES:
         return False
@@ -290,69 +284,64 @@ def _replace_reduction(block, index: int, op) -> int:
     return index + 3
 
 
-def zero_d_constants(model: StaticModel, out_dir: Path,
-                     samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
-    """`fill_constant` with shape [] (Paddle 2.6 writes a Python float that way) becomes shape [1]: Lite 2.13 aborts
-    on it (`FillConstantOp::InferShapeImpl: no valid out_shape`, SIGABRT, in the process that loads the .nb)."""
-    program = prog.parse_program(model.model_file)
-    replaced = 0
-    for block in program.blocks:
-        for op in block.ops:
-            computed = any(op.input(name) for name in ("ShapeTensor", "ShapeTensorList") if name in op.input_names)
-            if op.type == "fill_constant" and not list(op.attr("shape")) and not computed:
-                op._set_attr("shape", [1])
-                block.var(op.output("Out")[0]).desc.set_shape([1])
-                replaced += 1
-    return _finish(program, model, out_dir, samples, replaced, "the 0-D constant rewrite",
-                   {"rewrite": "fill_constant shape [] -> [1]",
-                    "reason": "Paddle-Lite 2.13 aborts on a 0-D fill_constant"})
+# A reduction over every element becomes `reshape2(x, [1, -1])` reduced over axis 1.
+#
+# Lite 2.13's ARM `reduce_mean` with `reduce_all` returns a wrong value (measured: max abs 0.63 on a
+# mean of ~0.9; x86 is right), and it refuses more than two explicit dims; over one flattened
+# axis it is exact.
+whole_tensor_reductions = OpRewrite(
+    "the whole-tensor reduction rewrite", _reduces_everything, _replace_reduction,
+    rewrite="reduction over every element -> reshape2(x, [1, -1]) reduced over axis 1",
+    reason="Paddle-Lite 2.13's ARM reduce_mean with reduce_all computes a wrong value")
 
 
-def zero_d_reshapes(model: StaticModel, out_dir: Path,
-                    samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
-    """`reshape2(x, shape=[])` (x of one element, out 0-D) becomes `reshape2(x, shape=[1])`.
-
-    Lite 2.13's ReshapeOp reads an empty `shape` attribute with no Shape/ShapeTensor input as "no shape given" and
-    stops the process (`LOG(FATAL) input shape error` in InferShape, SIGABRT) when the predictor first runs; opt
-    converts such a program without a word. Paddle 2.6 runs it (a 0-D tensor). X2Paddle writes it for ONNX
-    `Reshape(x, [])`, as paddle2onnx exports the scalar of a PIR `stack` over shape values (the public
-    PP-OCRv6_rec_small.onnx: a reshape to 0-D and one back to [1] feeding the `concat` that builds a reshape target).
-    Lite has no 0-D tensors at all, so [1] is the only shape it can hold; the check holds the outputs to the program's.
-    """
-    program = prog.parse_program(model.model_file)
-    replaced = 0
-    for block in program.blocks:
-        for op in block.ops:
-            if op.type in ("reshape2", "reshape") and _to_zero_d(op):
-                op._set_attr("shape", [1])
-                block._var_recursive(op.output("Out")[0]).desc.set_shape([1])
-                replaced += 1
-    return _finish(program, model, out_dir, samples, replaced, "the 0-D reshape rewrite",
-                   {"rewrite": "reshape2 shape [] -> [1]",
-                    "reason": "Paddle-Lite 2.13 aborts on a reshape to 0-D (input shape error)"})
+def _zero_d_constant(block, op) -> bool:
+    computed = any(op.input(name) for name in ("ShapeTensor", "ShapeTensorList") if name in op.input_names)
+    return op.type == "fill_constant" and not list(op.attr("shape")) and not computed
 
 
-def _to_zero_d(op) -> bool:
+def _shape_one(block, index: int, op) -> int:
+    """The op's `shape` attribute and its output's shape become [1], in place."""
+    op._set_attr("shape", [1])
+    out = op.output("Out")[0]
+    # a fill_constant's output is looked up in its own block only (block.var raises for a parent block's), a
+    # reshape's in the enclosing blocks too: as each rewrite did before they shared this function
+    (block.var(out) if op.type == "fill_constant" else block._var_recursive(out)).desc.set_shape([1])
+    return index + 1
+
+
+# `fill_constant` with shape [] (Paddle 2.6 writes a Python float that way) becomes shape [1]: Lite 2.13 aborts
+# on it (`FillConstantOp::InferShapeImpl: no valid out_shape`, SIGABRT, in the process that loads the .nb).
+zero_d_constants = OpRewrite(
+    "the 0-D constant rewrite", _zero_d_constant, _shape_one, rewrite="fill_constant shape [] -> [1]",
+    reason="Paddle-Lite 2.13 aborts on a 0-D fill_constant")
+
+
+def _to_zero_d(block, op) -> bool:
     """A reshape whose target is the empty attribute alone (a reshape to 0-D)."""
+    if op.type not in ("reshape2", "reshape"):
+        return False
     computed = any(op.input(name) for name in ("Shape", "ShapeTensor") if name in op.input_names)
     return not computed and not list(op.attr("shape") or [])
+
+
+# `reshape2(x, shape=[])` (x of one element, out 0-D) becomes `reshape2(x, shape=[1])`.
+#
+# Lite 2.13's ReshapeOp reads an empty `shape` attribute with no Shape/ShapeTensor input as "no shape given" and
+# stops the process (`LOG(FATAL) input shape error` in InferShape, SIGABRT) when the predictor first runs; opt
+# converts such a program without a word. Paddle 2.6 runs it (a 0-D tensor). X2Paddle writes it for ONNX
+# `Reshape(x, [])`, as paddle2onnx exports the scalar of a PIR `stack` over shape values (the public
+# PP-OCRv6_rec_small.onnx: a reshape to 0-D and one back to [1] feeding the `concat` that builds a reshape target).
+# Lite has no 0-D tensors at all, so [1] is the only shape it can hold; the check holds the outputs to the program's.
+zero_d_reshapes = OpRewrite(
+    "the 0-D reshape rewrite", _to_zero_d, _shape_one, rewrite="reshape2 shape [] -> [1]",
+    reason="Paddle-Lite 2.13 aborts on a reshape to 0-D (input shape error)")
 
 
 DEPTHWISE = ("depthwise_conv2d", "conv2d")
 # what follows a conv channel by channel and is fused into it by opt: slicing after them computes the same tensor
 PER_CHANNEL_FOLLOWERS = ("fake_channel_wise_dequantize_max_abs", "fake_dequantize_max_abs", "dequantize_linear",
                          "elementwise_add", *CONV_FUSED_ACTIVATIONS)
-
-
-def depthwise_even_stride(model: StaticModel, out_dir: Path,
-                          samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
-    """A depthwise conv with strides (2, 1) / (1, 2) becomes the conv at stride 1 and a strided_slice (module doc)."""
-    program = prog.parse_program(model.model_file)
-    replaced = _each_op(program, _uneven_depthwise, _replace_uneven_depthwise)
-    return _finish(program, model, out_dir, samples, replaced, "the depthwise even-stride rewrite",
-                   {"rewrite": "depthwise conv strides (2,1)/(1,2) -> stride 1 + strided_slice",
-                    "reason": "Paddle-Lite 2.13's ARM depthwise kernels need equal strides; the fallback is a scalar "
-                              "im2col and a GEMM per channel"})
 
 
 def _uneven_depthwise(block, op) -> bool:
@@ -446,14 +435,12 @@ def _keep_even_rows(block, index: int, full, out_var, length: int, width: int) -
     return index
 
 
-def two_row_pools(model: StaticModel, out_dir: Path, samples: dict[str, np.ndarray]) -> PassResult[StaticModel]:
-    """A 2x2 stride-2 pool over two rows pools the input stacked twice and keeps the first row (module doc)."""
-    program = prog.parse_program(model.model_file)
-    replaced = _each_op(program, _two_row_pool, _replace_two_row_pool)
-    return _finish(program, model, out_dir, samples, replaced, "the two-row pool rewrite",
-                   {"rewrite": "pool2d 2x2/2 over H = 2 -> concat [x, x] along H, the pool, the first row",
-                    "reason": "Paddle-Lite 2.13's ARM 2x2 pool kernel needs the input larger than the window in both "
-                              "dimensions; the fallback is a scalar loop with a string compare per value"})
+# A depthwise conv with strides (2, 1) / (1, 2) becomes the conv at stride 1 and a strided_slice (module doc).
+depthwise_even_stride = OpRewrite(
+    "the depthwise even-stride rewrite", _uneven_depthwise, _replace_uneven_depthwise,
+    rewrite="depthwise conv strides (2,1)/(1,2) -> stride 1 + strided_slice",
+    reason="Paddle-Lite 2.13's ARM depthwise kernels need equal strides; the fallback is a scalar im2col and a GEMM "
+           "per channel")
 
 
 def _two_row_pool(block, op) -> bool:
@@ -487,6 +474,14 @@ def _replace_two_row_pool(block, index: int, op) -> int:
                      outputs={"Out": [out, var("second_row", [n, channels, 1, out.shape[3]])]},
                      attrs={"axis": 2, "num": 2, "sections": []})
     return index + 3
+
+
+# A 2x2 stride-2 pool over two rows pools the input stacked twice and keeps the first row (module doc).
+two_row_pools = OpRewrite(
+    "the two-row pool rewrite", _two_row_pool, _replace_two_row_pool,
+    rewrite="pool2d 2x2/2 over H = 2 -> concat [x, x] along H, the pool, the first row",
+    reason="Paddle-Lite 2.13's ARM 2x2 pool kernel needs the input larger than the window in both dimensions; the "
+           "fallback is a scalar loop with a string compare per value")
 
 
 SCALAR_ELEMENTWISE = ("elementwise_add", "elementwise_mul", "elementwise_sub", "elementwise_div")
