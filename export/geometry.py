@@ -24,7 +24,7 @@ import numpy as np
 
 from edgekit.model.artifacts import StaticModel
 from edgekit.contracts.settings import InputSpec
-from edgekit.model.data import GEOMETRY_FEEDS, geometry_values
+from edgekit.model.data import geometry_name, geometry_values
 from edgekit.core.errors import ConversionError
 from edgekit.model.parity import SameCheck
 from edgekit.model.passes import PassResult
@@ -34,9 +34,10 @@ from . import program as prog
 
 
 def bound_feeds(feeds: Sequence[InputSpec]) -> list[str]:
-    """The feeds of `feeds` that are PaddleDetection geometry inputs: so named, float32 [N, 2], beside one image
-    input [N, C, H, W]; [] for any other signature (such a model keeps its inputs, fed from the data)."""
-    names = [f.name for f in feeds if f.name in GEOMETRY_FEEDS]
+    """The feeds of `feeds` that are PaddleDetection geometry inputs: so named (`geometry_name`: in the program or in
+    the ONNX model it was imported from), float32 [N, 2], beside one image input [N, C, H, W]; [] for any other
+    signature (such a model keeps its inputs, fed from the data)."""
+    names = [f.name for f in feeds if geometry_name(f.name)]
     images = [f for f in feeds if f.name not in names]
     if not names or len(images) != 1 or len(images[0].shape) != 4:
         return []

@@ -17,7 +17,8 @@ everything downstream of it is untouched:
                              opset 13, where ONNX softmaxes the flattened tail, Flatten -> op -> Reshape
     Squeeze / Unsqueeze   -> (opset 13+, constant axes) Reshape to a constant shape, 0 copying a dynamic dim:
                              X2Paddle's own shape inference asserts one input and stops (simplify.py)
-    Split                 -> (opset 13+, constant uneven split) one Slice per output
+    Split                 -> (opset 13+, constant uneven split; or two of its outputs read by one node, which
+                             X2Paddle wires to the same output) one Slice per output
 
 Then a graph above opset 15 is converted down to 15: X2Paddle would otherwise apply its
 opset-15 rules to newer nodes, e.g. read an opset-18 ReduceMean, whose axes are an input,
@@ -179,7 +180,13 @@ class _Context:
                                         for d in t.shape.dim]
         for init in inferred.graph.initializer:
             self.types[init.name] = (init.data_type, len(init.dims))
-        self.constants = _constant_values(model)
+        self.constants = constant_values(model)
+        self.reads = [{name for name in node.input if name} for node in model.graph.node]
+
+    def read_together(self, names) -> bool:
+        """One node reads two or more of the tensors `names`."""
+        wanted = {name for name in names if name}
+        return any(len(read & wanted) > 1 for read in self.reads)
 
     def dims(self, name: str) -> list[int] | None:
         """The tensor's dims from shape inference (-1 unknown), None when even its rank is unknown."""
@@ -333,15 +340,26 @@ def _squeeze(node, b: _Builder, ctx: _Context) -> bool:
 
 
 def _split(node, b: _Builder, ctx: _Context) -> bool:
-    """Split with a constant, uneven split input (opset 13+) -> one Slice per output."""
-    if b.opset < 13 or len(node.input) < 2 or not node.input[1]:
-        return False
-    sizes = ctx.constant(node.input[1])
-    if sizes is None or len(set(sizes)) <= 1:
-        return False                  # an even split is what X2Paddle's shape inference assumes
+    """Split -> one Slice per output, when the split is constant and uneven (opset 13+; X2Paddle's shape inference
+    assumes an even one) or when one node reads two or more of its outputs: X2Paddle 1.6.0 then wires the same
+    output to each of those inputs (paddle2onnx's `Concat(split(scale_factor)[1], [0], [1], [0])` came out as four
+    times [1])."""
+    if b.opset < 10:
+        return False                  # Slice takes its bounds as inputs from opset 10 on
+    outputs = [o for o in node.output if o]
+    sizes = ctx.constant(node.input[1]) if b.opset >= 13 and len(node.input) > 1 and node.input[1] else None
+    if sizes is None and b.opset < 13:
+        sizes = _attr(node, "split")
     axis = int(_attr(node, "axis", 0))
+    together = ctx.read_together(outputs)
+    if sizes is None and together:   # an even split: the sizes from the input's dim along the axis
+        dims = ctx.dims(node.input[0])
+        size = dims[axis] if dims is not None and -len(dims) <= axis < len(dims) else -1
+        sizes = [size // len(node.output)] * len(node.output) if size > 0 and size % len(node.output) == 0 else None
+    if sizes is None or not (together or (b.opset >= 13 and len(set(sizes)) > 1)):
+        return False                  # an even split read output by output is what X2Paddle translates faithfully
     x = node.input[0]
-    for out, (start, end) in zip(node.output, simplify.split_bounds(sizes)):
+    for out, (start, end) in zip(node.output, simplify.split_bounds([int(s) for s in sizes])):
         if not out:
             continue
         b.add("Slice", [x, b.const(out + "_start", [start], np.int64), b.const(out + "_end", [end], np.int64),
@@ -364,7 +382,8 @@ REWRITES = {r.op: r for r in [
     Rewrite("LogSoftmax", "as Softmax", _softmax),
     Rewrite("Squeeze", "opset 13+ with constant axes: Reshape(x, constant shape; 0 copies a dynamic dim)", _squeeze),
     Rewrite("Unsqueeze", "opset 13+ with constant axes: Reshape(x, constant shape; 0 copies a dynamic dim)", _squeeze),
-    Rewrite("Split", "opset 13+ with a constant uneven split: one Slice(start, end, axis) per output", _split),
+    Rewrite("Split", "a constant uneven split (opset 13+), or outputs one node reads together: one Slice(start, end, "
+            "axis) per output", _split),
 ]}
 
 
@@ -446,7 +465,8 @@ _DEFAULT_ONLY = {                                               # attributes add
 _DROPPED = {"Cast": ("saturate",), "CastLike": ("saturate",)}   # fp8-only attributes (19)
 
 
-def _constant_values(model) -> dict[str, np.ndarray]:
+def constant_values(model) -> dict[str, np.ndarray]:
+    """The values of the graph's initializers and Constant nodes, by tensor name."""
     from onnx import numpy_helper
 
     values = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
@@ -466,7 +486,7 @@ def _convert_down(model, source_name: str, opset: int):
     import onnx
     from onnx import helper
 
-    consts = _constant_values(model)
+    consts = constant_values(model)
     for node in model.graph.node:
         op = node.op_type
         if op in _REDUCE_AXES_INPUT and opset >= 18:

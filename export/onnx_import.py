@@ -37,11 +37,12 @@ import numpy as np
 
 from edgekit.core import proc
 from edgekit.model.artifacts import StaticModel, sha256_file
+from edgekit.model.data import IMPORTED_PREFIX
 from edgekit.contracts.settings import InputSpec
 from edgekit.core.errors import ConfigError, ExportError, InputModelError, ToolError
 from edgekit.model.parity import Tolerance
 
-from . import import_gate, legalize, onnxrt, simplify
+from . import import_gate, legalize, onnx_nms, onnxrt, simplify
 from . import width_free as width_free_mod
 from . import program as prog
 from edgekit.model.passes import IMPORT_TOLERANCE
@@ -49,7 +50,7 @@ from edgekit.model.passes import IMPORT_TOLERANCE
 log = logging.getLogger(__name__)
 
 CHILD = "edgekit.export._x2paddle_child"
-FEED_PREFIX = "x2paddle_"          # X2Paddle names every variable x2paddle_<onnx name>
+FEED_PREFIX = IMPORTED_PREFIX      # X2Paddle names every variable x2paddle_<onnx name>
 CHECK_DRAWS = 2                    # seeded random input sets run through both engines
 DYNAMIC_BATCH = 2                  # a dynamic first dimension is probed with 2, to catch baked-in batch sizes
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_]+")     # a valid identifier once X2Paddle prefixes it
@@ -367,7 +368,9 @@ def _static_model(model_file: Path, params_file: Path, fixed_inputs: Mapping[str
 # --- the check against ONNX Runtime ------------------------------------------------------------
 
 def _probe_inputs(model, fixed_inputs: Mapping[str, tuple[int, ...]], probe_shapes: Mapping[str, tuple[int, ...]],
-                  seed: int) -> list[dict[str, np.ndarray]]:
+                  seed: int, layout: str = "NCHW") -> list[dict[str, np.ndarray]]:
+    """Seeded N(0, 1) inputs (0/1 for integer ones), CHECK_DRAWS sets; PaddleDetection's im_shape and scale_factor
+    beside the image hold the image tensor's own geometry, the values the build writes into the graph."""
     from onnx import helper
 
     rng = np.random.default_rng(seed)
@@ -398,8 +401,23 @@ def _probe_inputs(model, fixed_inputs: Mapping[str, tuple[int, ...]], probe_shap
                 draw[name] = rng.standard_normal(shape).astype(dtype)
             else:
                 draw[name] = rng.integers(0, 2, shape).astype(dtype)
-        draws.append(draw)
+        draws.append(_with_geometry(draw, concrete, layout))
     return draws
+
+
+def _with_geometry(draw: dict[str, np.ndarray], concrete: Mapping[str, tuple], layout: str) -> dict[str, np.ndarray]:
+    """`draw` with the geometry inputs (export/geometry.py's rule) holding `geometry_values` of the image tensor."""
+    from edgekit.model.data import geometry_values
+
+    from .geometry import bound_feeds, tensor_size
+
+    specs = [InputSpec(name, shape, np.dtype(dtype).name) for name, (shape, dtype) in concrete.items()]
+    names = bound_feeds(specs)
+    if not names:
+        return draw
+    (image,) = [s.name for s in specs if s.name not in names]
+    hw = tensor_size(draw[image].shape, layout)
+    return {**draw, **{n: np.tile(geometry_values(n, hw), (len(draw[image]), 1)) for n in names}}
 
 
 def _onnxruntime_outputs(onnx_path: Path, draws: list[dict[str, np.ndarray]]) -> list[list[np.ndarray]]:
@@ -532,8 +550,8 @@ def _require_tools() -> None:
 def import_onnx(onnx_path: Path, out_dir: Path, input_shapes: Mapping[str, tuple[int, ...]] | None = None,
                 timeout: float = 600.0, *, probe_shapes: Mapping[str, tuple[int, ...]] | None = None,
                 seed: int = 0, limits: Tolerance = IMPORT_TOLERANCE,
-                refuse: bool = True, width_free: tuple[str, int, int, tuple[int, int, int]] | None = None
-                ) -> tuple[StaticModel, dict]:
+                refuse: bool = True, width_free: tuple[str, int, int, tuple[int, int, int]] | None = None,
+                layout: str = "NCHW") -> tuple[StaticModel, dict]:
     """Convert `onnx_path` into `out_dir/model.pdmodel` + `model.pdiparams`, checked against ONNX Runtime.
 
     `input_shapes` (ONNX input name -> dims, -1 keeps a dim dynamic) are written into
@@ -546,7 +564,9 @@ def import_onnx(onnx_path: Path, out_dir: Path, input_shapes: Mapping[str, tuple
     names, ONNX -> Paddle feed and fetch names, and the check. Nothing is written to
     `out_dir` unless the checks pass. `width_free` = (input, channels, height, (resize width, width_step,
     max_width)) for a variable-width model: its computed reshape targets are made width-free first
-    (width_free.py), before the input shapes are fixed.
+    (width_free.py), before the input shapes are fixed. `layout` is the image input's (PaddleDetection's geometry
+    inputs are probed with its own geometry). paddle2onnx's multiclass_nms3 pattern is converted up to the NMS op's
+    inputs and the op written back into the program (onnx_nms.py).
     """
     _require_tools()
     import onnx
@@ -573,8 +593,13 @@ def import_onnx(onnx_path: Path, out_dir: Path, input_shapes: Mapping[str, tuple
     batch = {"samples_per_run": fixed_batch(fixed),
              "why": f"the batch is dynamic but {baked}" if baked else
              "the model's inputs fix the batch" if fixed_batch(fixed) else "the batch is dynamic"}
-    draws = _probe_inputs(fixed, fixed_inputs, dict(probe_shapes or {}), seed)   # shape errors before the slow part
-    simplified, simplify_report = simplify.simplify(fixed, draws, onnx_path.name)
+    draws = _probe_inputs(fixed, fixed_inputs, dict(probe_shapes or {}), seed, layout)   # shape errors before the slow part
+    lift = onnx_nms.find(fixed)
+    if lift is not None:
+        log.info("%s: paddle2onnx's %s pattern at %s; X2Paddle converts the network up to its inputs and the op is "
+                 "written back", onnx_path.name, onnx_nms.OP, lift.node)
+    converting = onnx_nms.network(fixed, lift) if lift is not None else fixed
+    simplified, simplify_report = simplify.simplify(converting, draws, onnx_path.name)
     legal = legalize.legalise(simplified, onnx_path.name)
     legal_report = legal.report()
     if legal.changed:
@@ -594,10 +619,24 @@ def import_onnx(onnx_path: Path, out_dir: Path, input_shapes: Mapping[str, tuple
         onnx.save(clean, str(work / "model.onnx"))
         result, record = _run_x2paddle(work / "model.onnx", work / "paddle", onnx_path, timeout, _dynamic_hint(fixed_inputs))
         converted, feed_map, fetch_map = _static_model(Path(result["model_file"]), Path(result["params_file"]),
-                                                       fixed_inputs, renamed, [o.name for o in source.graph.output])
-        check = check_against_onnxruntime(converted, onnx_path, draws, feed_map, fetch_map, limits, refuse=refuse)
+                                                       fixed_inputs, renamed, [o.name for o in converting.graph.output])
+        judged_on = onnx_path
+        if lift is not None:      # ONNX Runtime on the source up to the NMS op's inputs, then the op's rows on all of it
+            judged_on = work / "network" / onnx_path.name
+            judged_on.parent.mkdir()
+            onnx.save(converting, str(judged_on))
+        check = check_against_onnxruntime(converted, judged_on, draws, feed_map, fetch_map, limits, refuse=refuse)
         for line in check_lines(check):
             log.info("%s", line)
+        nms_report = None
+        if lift is not None:
+            converted = onnx_nms.append(converted, lift, work / "nms")
+            fetch_map = dict(zip((lift.rows, lift.count), converted.fetches))
+            nms_report = dict(lift.to_json(), check=onnx_nms.rows_check(fixed, converted, lift, feed_map, draws,
+                                                                        onnx_path.name))
+            log.info("%s written for %s: rows equal ONNX Runtime's on %d image(s) (%d rows, max abs %.3g)", onnx_nms.OP,
+                     lift.node, nms_report["check"]["images"], nms_report["check"]["rows"],
+                     nms_report["check"]["max_abs"])
         model_file, params_file = out_dir / "model.pdmodel", out_dir / "model.pdiparams"
         shutil.move(str(converted.model_file), model_file)
         shutil.move(str(converted.params_file), params_file)
@@ -622,6 +661,8 @@ def import_onnx(onnx_path: Path, out_dir: Path, input_shapes: Mapping[str, tuple
         "check": check,
         "notes": notes,
     }
+    if nms_report is not None:
+        report["nms"] = nms_report
     return model, report
 
 

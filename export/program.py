@@ -134,7 +134,8 @@ def _dtype_name(dtype) -> str:
 # ---------------------------------------------------------------- rewriting a saved program
 
 def strip_fetch_scales(block, fetch_vars: list) -> list:
-    """The identity `scale` ops paddle.static.save_inference_model put before each fetch, removed; their inputs fetched."""
+    """The identity `scale` ops paddle.static.save_inference_model put before each fetch, removed with their outputs
+    (saving names its new ones the same, maybe of another type); their inputs fetched."""
     kept = []
     for var in fetch_vars:
         op = next((o for o in block.ops if var.name in o.output_arg_names), None)
@@ -142,6 +143,7 @@ def strip_fetch_scales(block, fetch_vars: list) -> list:
                 and op.attr("bias") == 0.0 and not op.input("ScaleTensor"):
             source = block.var(op.input("X")[0])
             block._remove_op(next(i for i, o in enumerate(block.ops) if o is op))
+            block._remove_var(var.name)
             kept.append(source)
         else:
             kept.append(var)

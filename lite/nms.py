@@ -269,6 +269,16 @@ def check_cut(model: StaticModel, cut_model: StaticModel, task, inputs: Mapping[
     return check
 
 
+def cut_task(op: NmsOp, task):
+    """The task of a graph cut before `op`: head `decoded` with the op's thresholds (`NmsOp.task_options`), the
+    labels and class count of `task`."""
+    from edgekit.tasks import make_task
+
+    base = task.options()
+    kept_options = ("labels", "num_classes", "f1_threshold")
+    return make_task("detection", {**{k: v for k, v in base.items() if k in kept_options}, **op.task_options()})
+
+
 def kept_task(op: NmsOp, task):
     """The task of a kept graph: head `nms` (the op's rows as they are) with the op's score threshold and cap."""
     from edgekit.tasks import make_task

@@ -60,20 +60,15 @@ def engine_pass() -> Pass[Prepared]:
     return Pass("engine", run, error=error, hint=hint)
 
 
-def geometry_pass(work: Path, cfg: BuildConfig, source: str | None) -> Pass[Prepared]:
-    """`source`: "an ONNX import" (ONNX Runtime judges the import after this pass, fed the inputs: they stay), None
-    for a Paddle 2 or Paddle 3 program (Paddle 3's reference was taken fed the values the pass writes in)."""
+def geometry_pass(work: Path, cfg: BuildConfig) -> Pass[Prepared]:
+    """The same for every source: a Paddle 2 or Paddle 3 program (Paddle 3's reference was taken fed the values the
+    pass writes in) and an ONNX import (the import-metric stage feeds ONNX Runtime the values the pass wrote in)."""
     from edgekit.export import geometry
 
     def run(p: Prepared) -> PassResult[Prepared]:
         names = geometry.bound_feeds(p.static.feeds)
         if not names:
             return PassResult(p)
-        if source is not None:
-            log.warning("%s of %s not bound into the graph: the bundle keeps them as inputs", ", ".join(names), source)
-            return PassResult(p, None, {"bound": None, "inputs": list(names),
-                                        "why": f"{source}: its judge (ONNX Runtime on the source) runs after this "
-                                               "pass, fed these inputs; bound in Paddle 2 and Paddle 3 programs"})
         found = geometry.bind(p.static, names, work / "geometry", p.probe(), layout(cfg))
         log.info("bound %s into the graph as %s", ", ".join(names), found.facts["bound"])
         (image,) = [f.name for f in found.model.feeds]

@@ -69,7 +69,8 @@ def import_onnx(rec: StageView) -> StageView:
             log.warning("width_mode dynamic: reshape targets left as they are (width-free reshapes need one NCHW "
                         "input declared in [model] inputs)")
     static, report = convert(cfg.model.model_file, _folder(rec, "export"), {s.name: s.shape for s in cfg.model.inputs},
-                             timeout=cfg.tool_timeout, limits=limits, refuse=not with_data, width_free=free)
+                             timeout=cfg.tool_timeout, limits=limits, refuse=not with_data, width_free=free,
+                             layout=_layout(cfg))
     imported = OnnxImport.of(report)
     if cfg.model.description is not None:   # an inference.yml beside the .onnx that contradicts it is refused here
         imported = imported.with_description(_described(cfg, static))
@@ -196,7 +197,7 @@ def optimise(rec: StageView) -> StageView:
     source = ("a Paddle 3 program" if rec.paddle3 is not None else "an ONNX import" if rec.onnx_import is not None
               else None)
     passes = ([opt.engine_pass()] if cfg.model.factory is None and source is None else []) + [
-        opt.geometry_pass(rec.work, cfg, "an ONNX import" if rec.onnx_import is not None else None),
+        opt.geometry_pass(rec.work, cfg),
         opt.nms_pass(rec.work, cfg, rec.paddle3.to_json() if rec.paddle3 is not None else None)]
     if cfg.fold:
         passes.append(opt.fold_pass(rec.work))
@@ -210,22 +211,43 @@ def optimise(rec: StageView) -> StageView:
                      **({"reference": state.reference} if state.reference is not None else {}))
 
 
-@declares(reads=("static", "evaluation", "onnx_import"), writes=("onnx_import", "reference"))
+@declares(reads=("static", "evaluation", "onnx_import", "?geometry"), writes=("onnx_import", "reference"))
 def import_metric(rec: StageView) -> StageView:
     """An ONNX model, judged on the data: ONNX Runtime on the source .onnx vs the model every later stage starts from
-    (imported, legalised, folded), on the evaluation samples (else the calibration samples, else seeded noise, and
-    the report says which). With truth the task metric decides (export/import_gate.py)."""
+    (imported, legalised, geometry bound, folded), on the evaluation samples (else the calibration samples, else
+    seeded noise, and the report says which), ONNX Runtime fed the geometry values the build wrote into the graph.
+    With truth the task metric decides (export/import_gate.py). An NMS op written for paddle2onnx's pattern
+    (export/onnx_nms.py, checked on its rows at import) is judged at its inputs, where X2Paddle's conversion ends,
+    whether the build kept it or cut it."""
+    import numpy as np
+
+    from edgekit.export import onnx_nms
     from edgekit.export.import_gate import judge_on_data
-    from edgekit.export.onnx_import import onnxruntime_run
+    from edgekit.export.onnx_import import load_onnx, onnxruntime_run
     from edgekit.export.runner import batch_limit
+    from edgekit.lite.nms import cut_task, find_nms
+    from edgekit.model.evalset import EvalSet
 
     cfg, evaluation = rec.cfg, rec.evaluation
     reference = tiers.reference_outputs(rec.static, evaluation)     # tier A's reference too: computed once
     by_feed = {feed: onnx for onnx, feed in rec.aliases.items()}
-    source = onnxruntime_run(cfg.model.model_file, {by_feed[k]: v for k, v in evaluation.inputs.items()},
-                             batch_limit(rec.static))   # one sample at a time where the import found the batch fixed
+    inputs = {by_feed[k]: v for k, v in evaluation.inputs.items()}
+    if rec.geometry is not None and rec.geometry.bound is not None:
+        inputs.update({by_feed[name]: np.tile(np.float32(value), (len(evaluation), 1))
+                       for name, value in rec.geometry.bound.items()})
+    batch = batch_limit(rec.static)      # one sample at a time where the import found the batch fixed
+    lifted = rec.onnx_import.details.get("nms")
+    if lifted is None:
+        source, imported, names, judged = (onnxruntime_run(cfg.model.model_file, inputs, batch), reference,
+                                           list(rec.onnx_import.fetches), evaluation)
+    else:
+        kept = find_nms(rec.static)
+        source, imported, names = onnx_nms.at_op_inputs(load_onnx(cfg.model.model_file), lifted, rec.static,
+                                                        evaluation.inputs, inputs, batch, rec.work / "import-metric")
+        task = cut_task(kept[0], evaluation.task) if kept and evaluation.task is not None else evaluation.task
+        judged = EvalSet(evaluation.samples, task, evaluation.truth)
     probe = "evaluation" if cfg.data.evaluation else "calibration" if cfg.data.calibration else "random"
-    found = judge_on_data(source, reference, list(rec.onnx_import.fetches), evaluation,
+    found = judge_on_data(source, imported, names, judged,
                           parity.Tolerance(cfg.gates.import_max_abs, cfg.gates.import_min_cosine),
                           cfg.gates.import_max_metric_drop, probe, cfg.model.model_file.name)
     log.info("import judged on %s by the %s: %s", found["data_check"]["probe_text"], found["verdict"]["decided_by"],

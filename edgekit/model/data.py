@@ -242,20 +242,29 @@ def load_tensors(path: Path, feed_names: Sequence[str]) -> Samples:
 # PaddleDetection's inputs beside the image (export/geometry.py binds them into the graph): fed as the tensor sees the
 # image, so that the graph's boxes stay in model-input pixels and the bundle undoes the resize itself
 GEOMETRY_FEEDS = ("im_shape", "scale_factor")
+IMPORTED_PREFIX = "x2paddle_"   # X2Paddle names the feed of ONNX input `x` `x2paddle_x` (export/onnx_import.py)
+
+
+def geometry_name(feed: str) -> str | None:
+    """The geometry input a feed is: "im_shape" or "scale_factor", so named in the program or in the ONNX model
+    X2Paddle imported it from; None for any other feed."""
+    name = feed[len(IMPORTED_PREFIX):] if feed.startswith(IMPORTED_PREFIX) else feed
+    return name if name in GEOMETRY_FEEDS else None
 
 
 def geometry_values(name: str, tensor_hw: tuple[int, int]) -> np.ndarray:
     """What a geometry feed holds for every image of an H x W tensor: im_shape (H, W), scale_factor (1, 1)."""
-    if name == "im_shape":
+    kind = geometry_name(name)
+    if kind == "im_shape":
         return np.asarray(tensor_hw, np.float32)
-    if name == "scale_factor":
+    if kind == "scale_factor":
         return np.ones(2, np.float32)
     raise ValueError(f"{name!r} is not a geometry feed")
 
 
 def with_geometry(samples: Samples, feed_names: Sequence[str], image: str, layout: str) -> Samples:
     """`samples` of the image feed, with the geometry feeds among `feed_names` added ([N, 2] each)."""
-    names = [n for n in feed_names if n in GEOMETRY_FEEDS]
+    names = [n for n in feed_names if geometry_name(n)]
     if not names:
         return samples
     arr = samples.inputs[image]
@@ -276,7 +285,7 @@ def load_samples(path: Path, feed_names: Sequence[str], spec: PreprocessSpec | N
         if spec is None:
             raise DataError(f"{path} is an image folder but no preprocessing is configured",
                             "add a [preprocess] table to edgekit.toml (color, resize, mean, std, layout)")
-        images = [n for n in feed_names if n not in GEOMETRY_FEEDS]
+        images = [n for n in feed_names if not geometry_name(n)]
         if len(images) != 1:
             raise DataError("image folders feed single-input models only (and PaddleDetection's im_shape and "
                             "scale_factor beside the image)", "use a .npz with one array per input")

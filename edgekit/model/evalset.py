@@ -82,7 +82,7 @@ class EvalSet:
 def synthetic(feeds: Sequence[InputSpec], count: int, layout: str = "NCHW") -> Samples:
     """Seeded N(0, 1) inputs (0/1 for integer feeds) when no data is given; PaddleDetection's im_shape and
     scale_factor beside one image hold what image data would feed them (`data.with_geometry`)."""
-    from edgekit.model.data import GEOMETRY_FEEDS, with_geometry
+    from edgekit.model.data import geometry_name, with_geometry
 
     rng = np.random.default_rng(0)
     inputs = {}
@@ -96,7 +96,7 @@ def synthetic(feeds: Sequence[InputSpec], count: int, layout: str = "NCHW") -> S
         inputs[spec.name] = rng.standard_normal(shape).astype(spec.dtype) if spec.dtype.startswith("float") \
             else rng.integers(0, 2, shape).astype(spec.dtype)
     samples = Samples(inputs, None, (), "synthetic N(0,1), seed 0")
-    images = [s.name for s in feeds if s.name not in GEOMETRY_FEEDS]
+    images = [s.name for s in feeds if not geometry_name(s.name)]
     if len(images) < len(feeds) and len(images) == 1 and inputs[images[0]].ndim == 4:
         samples = with_geometry(samples, [s.name for s in feeds], images[0], layout)
     return samples

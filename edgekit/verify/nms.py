@@ -14,8 +14,8 @@ from typing import Mapping
 import numpy as np
 
 from edgekit.core.errors import ConversionError, EdgekitError, EmulationUnavailable
-from edgekit.lite.nms import (CUT_MIN_MATCH, CUT_SCORE, SAME_MAP, NmsOp, check_cut, cut, find_nms, kept_task, per_image,
-                              rows_agree, rows_and_counts, split_rows)
+from edgekit.lite.nms import (CUT_MIN_MATCH, CUT_SCORE, SAME_MAP, NmsOp, check_cut, cut, cut_task, find_nms, kept_task,
+                              per_image, rows_agree, rows_and_counts, split_rows)
 from edgekit.model.artifacts import StaticModel
 from edgekit.model.parity import OutputCheck, SameCheck
 from edgekit.model.passes import TOLERANCES
@@ -90,8 +90,6 @@ def decide(model: StaticModel, evaluation, places: str, work: Path, timeout: flo
 
     `choice` ([model] nms): "auto" keeps the op when `probe_keep` says so; "keep" keeps it also when tier C cannot
     run (no ARM runtime), never when opt or tier A fail; "cut" cuts without probing."""
-    from edgekit.tasks import make_task
-
     ops = find_nms(model)
     if not ops:
         return model, evaluation.task, None
@@ -130,14 +128,12 @@ def decide(model: StaticModel, evaluation, places: str, work: Path, timeout: flo
         entry["task"] = task.options()
         return model, task, entry
     log.info("%s cut off for the bundle's NMS: %s", op.type, verdict["reason"])
-    base = task.options()
-    kept_options = ("labels", "num_classes", "f1_threshold")
-    cut_task = make_task("detection", {**{k: v for k, v in base.items() if k in kept_options}, **op.task_options()})
+    task = cut_task(op, task)
     cut_model = cut(model, op, work / "cut")
     check_on = evaluation.head(CUT_SAMPLES)
-    entry["cut"] = check_cut(model, cut_model, cut_task, dict(check_on.samples.inputs), check_on.truth)
+    entry["cut"] = check_cut(model, cut_model, task, dict(check_on.samples.inputs), check_on.truth)
     entry["outputs"] = list(cut_model.fetches)
-    entry["task"] = cut_task.options()
+    entry["task"] = task.options()
     if not entry["cut"]["passed"]:
         c = entry["cut"]
         scored = (f"; mAP@0.5 {c['map50']['bundle_nms']:.2f} vs the op's {c['map50']['graph_nms']:.2f}, limit "
@@ -148,7 +144,7 @@ def decide(model: StaticModel, evaluation, places: str, work: Path, timeout: flo
                               f"(attributes {entry['attrs']}): export the model without NMS")
     if math.isfinite(entry["cut"]["max_score_diff"]):
         entry["cut"]["max_score_diff"] = float(f"{entry['cut']['max_score_diff']:.3g}")
-    return cut_model, cut_task, entry
+    return cut_model, task, entry
 
 
 def scored_as_rows(model: StaticModel, evaluation):

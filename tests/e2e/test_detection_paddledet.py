@@ -2,7 +2,9 @@
 (edgekit/examples/detector/paddledet.toml, `with_nms:create_paddledet`): the build writes the two geometry inputs
 into the graph as the tensor sees the image (export/geometry.py), so the bundle is a single-input detector whose
 boxes stay in model-input pixels; it builds to arm64 INT8, detects what Paddle's own graph detects fed those
-values, and `edgekit run` gives boxes in the image's pixels with the letterbox undone."""
+values, and `edgekit run` gives boxes in the image's pixels with the letterbox undone. The same model exported to
+ONNX by paddle2onnx (tests/data/paddledet_onnx) builds the same way: its inputs bound, its NMS written back
+(export/onnx_nms.py) and kept or cut as for the Paddle program."""
 
 from __future__ import annotations
 
@@ -51,6 +53,12 @@ def bundle(tmp_path_factory, cli):
 def paddle_map(bundle):
     """mAP of the three-input model in Paddle's dynamic graph, fed im_shape = the tensor's size and scale_factor = 1
     (what the build writes into the graph), its own multiclass_nms3 rows scored on the same scenes."""
+    return own_map(json.loads((bundle / "task.json").read_text())["options"])
+
+
+def own_map(options: dict) -> dict:
+    """The three-input model's own rows (Paddle's dynamic graph, geometry fed as the build writes it in) on the first
+    SAMPLES evaluation scenes, scored with task options `options`."""
     import paddle
 
     model = paddle_model()
@@ -59,7 +67,6 @@ def paddle_map(bundle):
     im_shape = np.tile(np.float32([x.shape[2], x.shape[3]]), (len(x), 1))
     with paddle.no_grad():
         rows, counts = model(paddle.to_tensor(x), paddle.to_tensor(im_shape), paddle.ones([len(x), 2]))
-    options = json.loads((bundle / "task.json").read_text())["options"]
     return make_task("detection", options).evaluate_detections(nms_rows(rows.numpy(), counts.numpy()), truth[:SAMPLES])
 
 
@@ -252,3 +259,74 @@ def test_a_non_square_im_shape_is_written_as_two_columns(tmp_path):
     assert ops.count("fill_constant_batch_size_like") == 3 and ops.count("concat") == 1
     (got,) = StaticRunner(bound).run({"image": x[:2]})
     assert np.allclose(got, x[:2].mean(axis=(1, 2, 3))[:, None] + np.float32([[11, 15]]), atol=1e-6)
+
+
+# --- the same model exported to ONNX by paddle2onnx, as users do (tests/data/paddledet_onnx/make.py says how)
+
+PADDLE2ONNX = Path(__file__).resolve().parents[1] / "data" / "paddledet_onnx" / "detector_nms.onnx"
+
+
+def build_paddle2onnx(cli, folder: Path, nms: str | None = None) -> dict:
+    """The paddle2onnx export built to arm64 FP32 without tier C (`[model] nms = nms` when given); its manifest."""
+    def onnx_model(text: str) -> str:       # no factory, weights or input specs: the .onnx says
+        lines = text.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("factory = "))
+        end = next(i for i, line in enumerate(lines) if line.startswith("[data]"))
+        head = lines[:start] + ([f'nms = "{nms}"'] if nms else []) + [""]
+        return "\n".join(head + lines[end:]) + "\n"
+
+    config = example_config(folder, EXAMPLE, SAMPLES, "paddledet.toml", onnx_model)
+    cli("build", "-c", config, "-m", PADDLE2ONNX, "--target", "arm64", "--quant", "fp32", "--out", folder / "out",
+        "--no-emulation", "--quiet")
+    return manifest(folder / "out" / "detector-paddledet" / "arm64-fp32")
+
+
+def check_paddle2onnx_import(m: dict) -> None:
+    """What every build of the paddle2onnx export shows: the geometry bound, the NMS written back and both checked."""
+    assert [i["name"] for i in m["model"]["inputs"]] == ["x2paddle_image"]          # the image alone
+    geometry = m["model"]["geometry"]
+    assert geometry["bound"] == {"x2paddle_im_shape": [96.0, 96.0], "x2paddle_scale_factor": [1.0, 1.0]}
+    assert geometry["check"]["max_abs"] == 0.0
+    written = m["onnx_import"]["nms"]                  # paddle2onnx's NonMaxSuppression tail, a multiclass_nms3 again
+    assert written["op"] == "multiclass_nms3" and written["attrs"] == {
+        "score_threshold": with_nms.SCORE_THRESHOLD, "nms_threshold": with_nms.NMS_IOU, "nms_top_k": with_nms.NMS_TOP_K,
+        "keep_top_k": with_nms.KEEP_TOP_K, "normalized": True, "nms_eta": 1.0, "background_label": -1}
+    assert written["check"]["agree"] and written["check"]["rows"] > 0               # measured 200 rows on 2 draws
+    assert written["check"]["max_abs"] <= 1e-3                                      # measured 7.6e-6
+    assert [r["op"] for r in m["onnx_import"]["legalise"]["rewrites"]] == ["Split", "Split"]   # scale_factor's, floor's
+    judged = m["onnx_import"]
+    assert judged["verdict"]["passed"] and judged["data_check"]["passed"]           # at the op's inputs, 16 scenes
+    assert [o["output"] for o in judged["data_check"]["outputs"]] == list(written["reads"].values())
+    assert judged["task_metric"]["paddle"] == judged["task_metric"]["onnxruntime"]   # measured 67.10 both
+    nms = m["model"]["nms"]
+    assert nms["op"] == "multiclass_nms3" and nms["measured"]["tier_a"]["agree"]    # measured 262 rows, 2.3e-5
+
+
+def test_a_paddle2onnx_export_binds_its_geometry_and_gets_the_paddle_programs_nms_decision(tmp_path, cli):
+    """ONNX Runtime needs im_shape and scale_factor, X2Paddle cannot convert paddle2onnx's NMS tail: the build binds
+    the two inputs as for a Paddle program, writes the NMS op back and decides keep or cut the same way (here no
+    tier C: cut for task.json's NMS); the bundle detects what the Paddle model paddle2onnx read detects."""
+    m = build_paddle2onnx(cli, tmp_path)
+    check_paddle2onnx_import(m)
+    nms = m["model"]["nms"]
+    assert nms["kept"] is False and "tier C is off for this build" in nms["reason"]
+    assert nms["cut"]["passed"] and nms["cut"]["match_percent"] == 100.0            # measured 980 of 980 rows
+    task = json.loads((tmp_path / "out" / "detector-paddledet" / "arm64-fp32" / "task.json").read_text())["options"]
+    paddle = own_map(task)
+    fp32, twin = (m["parity"]["metrics"][k] for k in ("fp32 reference", "x86 twin .nb"))
+    assert paddle["map50"] >= 60.0                                                  # measured 67.10
+    assert abs(fp32["map50"] - paddle["map50"]) <= SAME_BOXES and abs(twin["map50"] - paddle["map50"]) <= SAME_BOXES
+
+
+def test_a_kept_nms_op_of_a_paddle2onnx_export_is_judged_at_its_inputs(tmp_path, cli):
+    """`[model] nms = "keep"`: the op written back stays in the bundle (rows + counts), and the import is judged
+    against ONNX Runtime where X2Paddle's conversion ends, at the op's inputs, as for a cut."""
+    m = build_paddle2onnx(cli, tmp_path, nms="keep")
+    check_paddle2onnx_import(m)
+    nms = m["model"]["nms"]
+    assert nms["kept"] is True and nms["reason"].startswith("kept on request")
+    assert "multiclass_nms3" in m["model"]["source_ops"] and m["golden"]["outputs"][0]["shape"][1:] == [6]
+    task = json.loads((tmp_path / "out" / "detector-paddledet" / "arm64-fp32" / "task.json").read_text())["options"]
+    assert task["head"] == "nms"
+    paddle = own_map(task)
+    assert abs(m["parity"]["metrics"]["x86 twin .nb"]["map50"] - paddle["map50"]) <= SAME_BOXES   # measured 67.10

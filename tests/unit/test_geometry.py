@@ -21,6 +21,20 @@ def test_only_paddledetections_inputs_beside_one_image_are_bound():
     assert bound_feeds([IMAGE, InputSpec("depth", (-1, 1, 96, 128)), InputSpec("scale_factor", (-1, 2))]) == []
 
 
+def test_an_onnx_imports_geometry_inputs_are_known_by_their_onnx_names():
+    """X2Paddle names the feed of ONNX input `im_shape` `x2paddle_im_shape`: the same rule binds it, and data holds
+    the same values for it."""
+    from edgekit.export.onnx_import import FEED_PREFIX
+    from edgekit.model.data import geometry_name
+
+    image = InputSpec(FEED_PREFIX + "image", (1, 3, 96, 128))
+    feeds = [image, InputSpec(FEED_PREFIX + "im_shape", (1, 2)), InputSpec(FEED_PREFIX + "scale_factor", (1, 2))]
+    assert bound_feeds(feeds) == ["x2paddle_im_shape", "x2paddle_scale_factor"]
+    assert geometry_name("x2paddle_scale_factor") == "scale_factor" and geometry_name("x2paddle_image") is None
+    assert geometry_values("x2paddle_im_shape", (96, 128)).tolist() == [96.0, 128.0]
+    assert synthetic(feeds, 2).inputs["x2paddle_im_shape"].tolist() == [[96.0, 128.0]] * 2
+
+
 def test_the_fed_values_must_be_the_tensors_own_in_its_layout():
     nchw = {"image": np.zeros((2, 3, 96, 128), np.float32), "im_shape": np.float32([[96, 128]] * 2),
             "scale_factor": np.ones((2, 2), np.float32)}

@@ -132,6 +132,22 @@ def test_opset_18_reductions_and_split_are_written_in_their_opset_15_form():
         lg.legalise(dynamic)
 
 
+def test_a_split_whose_outputs_one_node_reads_together_becomes_slices():
+    """X2Paddle 1.6.0 wires one output of a Split to every input of a node that reads several (paddle2onnx's
+    Concat(split(scale_factor)[1], [0], [1], [0]) came out as four times [1]): such a Split becomes Slices; an even
+    split read output by output stays as it is."""
+    together = _model([helper.make_node("Split", ["x"], ["a", "b"], name="halves", axis=1),
+                       helper.make_node("Concat", ["b", "a", "b", "a"], ["y"], axis=1)],
+                      [("x", (3, 2))], [("y", (3, 4))], 13)
+    result, check = _legal_and_checked(together, (3, 2))
+    assert check["passed"] and [r["op"] for r in result.rewrites] == ["Split"]
+    assert [n.op_type for n in result.model.graph.node if n.op_type != "Constant"] == ["Slice", "Slice", "Concat"]
+    apart = _model([helper.make_node("Split", ["x"], ["a", "b"], name="halves", axis=1),
+                    helper.make_node("Relu", ["a"], ["ra"]), helper.make_node("Neg", ["b"], ["nb"]),
+                    helper.make_node("Sub", ["ra", "nb"], ["y"])], [("x", (3, 2))], [("y", (3, 1))], 13)
+    assert not lg.legalise(apart).changed
+
+
 def test_a_resize_attribute_without_an_opset_15_form_is_refused():
     scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
     node = helper.make_node("Resize", ["x", "", "scales"], ["y"], name="up", mode="linear", antialias=1)
