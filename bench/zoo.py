@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -176,7 +177,7 @@ def main(argv: list[str]) -> int:
             print(json.dumps(row), flush=True)
             rows.append(row)
             if args.docs:            # after every row: a long run stopped half-way still leaves its rows
-                write_docs(args.docs, rows, "bench/zoo.py " + " ".join(argv), [m.name for m in zoo.MODELS])
+                write_docs(args.docs, rows, "bench/zoo.py " + shlex.join(argv), [m.name for m in zoo.MODELS])
     return 0
 
 
