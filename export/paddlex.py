@@ -313,8 +313,8 @@ class _Builder:
         table: dict[str, Any] = {"color": self.color}
         if self.resize is not None:
             table["resize"] = list(self.resize)
-            if self.mode == "fit_height":
-                table.update(resize_mode="fit_height", pad_value=0.0)
+            if self.mode in ("fit_height", "letterbox"):
+                table.update(resize_mode=self.mode, pad_value=0.0)
                 if self.max_width is not None:
                     table.update(width_mode="dynamic", max_width=self.max_width)
         if self.crop is not None:
@@ -350,9 +350,20 @@ def _to_chw(b: _Builder, args: Mapping, where: str) -> None:
 
 
 DET_STRIDE = 32
+# how PaddleOCR's DetResizeForTest sizes a page for each limit type (ppocr/data/imaug/operators.py)
+DET_LIMITS = {
+    "resize_long": "scales each page so its long side is {side}, then rounds each side up to a multiple of 128",
+    "max": "scales a page down until its long side is at most {side} (never up), each side then rounded to a "
+           "multiple of 32",
+    "min": "scales a page up until its short side is at least {side} (never down), each side then rounded to a "
+           "multiple of 32",
+}
 
 
 def _det_resize_for_test(b: _Builder, args: Mapping, where: str) -> None:
+    """A page size that follows the page (resize_long, limit_side_len) becomes a fixed square the page is
+    letterboxed into: its long side fills the square, its aspect ratio is kept, the rest is padded with the
+    normalised mean (0). The geometry maps the boxes back (edgekit ocr, the app core)."""
     _known(args, where, ("image_shape", "keep_ratio", "limit_side_len", "limit_type", "resize_long", "max_side_limit"))
     if "image_shape" in args:
         height, width = _ints(args["image_shape"], f"{where}.image_shape", 2)
@@ -365,18 +376,26 @@ def _det_resize_for_test(b: _Builder, args: Mapping, where: str) -> None:
                        "them to the model's fixed input size")
         return
     said = ", ".join(f"{k} {args[k]}" for k in ("limit_side_len", "limit_type", "resize_long") if k in args)
-    b.notes.append(f"{where} ({said or 'PaddleX defaults'}): PaddleX resizes each page keeping its aspect ratio; "
-                   "edgekit stretches pages to the model's fixed input size")
     side_key = "resize_long" if "resize_long" in args else "limit_side_len" if "limit_side_len" in args else None
-    if side_key is not None:
-        side = args[side_key]
-        if not isinstance(side, int) or isinstance(side, bool) or side <= 0:
-            raise _Refusal(f"{where}.{side_key} is {side!r}, not a positive integer")
-        # DB's feature pyramid needs sides divisible by 32, as PaddleX rounds each page's size
-        size = max(DET_STRIDE, (side + DET_STRIDE - 1) // DET_STRIDE * DET_STRIDE)
-        b.default_size = (size, size)
-        b.default_from = f"inference.yml's {where} ({said}{', rounded up to a multiple of 32' if size != side else ''})"
-        b.resize = (size, size)
+    if side_key is None:
+        b.notes.append(f"{where} (PaddleX defaults: limit_side_len 736, limit_type min): PaddleX sizes each page by "
+                       "its own aspect ratio; edgekit feeds pages at the program's input size")
+        return
+    side = args[side_key]
+    if not isinstance(side, int) or isinstance(side, bool) or side <= 0:
+        raise _Refusal(f"{where}.{side_key} is {side!r}, not a positive integer")
+    limit = "resize_long" if side_key == "resize_long" else str(args.get("limit_type", "min"))
+    if limit not in DET_LIMITS:
+        raise _Refusal(f"{where}.limit_type is {limit!r}, not one of {', '.join(DET_LIMITS)} (PaddleOCR refuses it too)",
+                       HINT_EXPORT)
+    # DB's feature pyramid needs sides divisible by 32
+    size = max(DET_STRIDE, (side + DET_STRIDE - 1) // DET_STRIDE * DET_STRIDE)
+    b.default_size = (size, size)
+    b.default_from = f"inference.yml's {where} ({said}{', rounded up to a multiple of 32' if size != side else ''})"
+    b.resize, b.mode = (size, size), "letterbox"
+    b.notes.append(f"{where} ({said}): PaddleX {DET_LIMITS[limit].format(side=side)}; edgekit letterboxes each page "
+                   f"into the model's fixed input ({size}x{size} unless the program or --input fixes another): the "
+                   "long side fills it, the aspect ratio is kept, the rest is padded")
 
 
 def _rec_resize(b: _Builder, args: Mapping, where: str) -> None:
@@ -702,8 +721,9 @@ def default_input(desc: ModelDescription, feeds: Sequence["InputSpec"],
     shape = list(feed.shape)
     (shape[axes[0]], shape[axes[1]]) = desc.default_size
     spec = InputSpec(feed.name, tuple(shape), feed.dtype)
+    fitted = "letterboxed into" if desc.preprocess.get("resize_mode") == "letterbox" else "stretched to"
     said = (f"input {feed.name!r} has open height and width {list(feed.shape)}: built at {desc.default_size[0]}x"
-            f"{desc.default_size[1]} from {desc.default_size_from}; pages are stretched to it (give --input "
+            f"{desc.default_size[1]} from {desc.default_size_from}; pages are {fitted} it (give --input "
             f"{feed.name}:{'x'.join(str(d) for d in shape)} with other sizes to choose)")
     return spec, said
 
@@ -840,9 +860,10 @@ def check_against_program(desc: ModelDescription, feeds: Sequence["InputSpec"]) 
                 pre.pop("width_mode", None)
             notes.append(f"lines are padded to the program's fixed width {width}"
                          + (f", not inference.yml's {resize[1]}" if resize[1] != width else ""))
-        elif pre.get("resize_mode", "stretch") == "stretch" and resize != [height, width]:
+        elif pre.get("resize_mode", "stretch") in ("stretch", "letterbox") and resize != [height, width]:
             pre["resize"] = [height, width]
-            notes.append(f"images are stretched to the program's input size {height}x{width}")
+            notes.append(f"images are {'letterboxed into' if pre.get('resize_mode') == 'letterbox' else 'stretched to'} "
+                         f"the program's input size {height}x{width}")
     return replace(desc, preprocess=pre, input_shape=merged, input_name=feed.name, notes=tuple(notes))
 
 

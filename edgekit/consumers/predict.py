@@ -12,10 +12,11 @@ model.nb on Paddle-Lite's ARM runtime under qemu through tier C's cached runner
 device does, so it is the default for such bundles when a runtime is configured; every
 result says which engine produced it.
 
-The OCR system chains three bundles as PaddleOCR does: the detector finds text quads
-on the page (in model pixels, scaled back to the image), each quad is warped upright out
-of the original image (`rotate_crop`, PaddleOCR's get_rotate_crop_image), the direction classifier turns crops it reads as upside down (label
-"180" with a score above `cls_thresh`), and the recogniser reads each crop.
+The OCR system chains three bundles as PaddleOCR does: the detector finds text quads on the page (in
+model pixels, mapped back to the image through the detector's stretch or letterbox geometry), each quad is
+warped upright out of the original image (`rotate_crop`, PaddleOCR's get_rotate_crop_image), the direction
+classifier turns crops it reads as upside down (label "180" with a score above `cls_thresh`), and the
+recogniser reads each crop.
 
 A recogniser whose preprocess.json says `width_mode = "dynamic"` gets each line at its own width (up to
 `max_width`): crops of one tensor width share an engine call. On the twin each width has a predictor of
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 
 from edgekit.contracts.manifest import Manifest
-from edgekit.contracts.preprocess import PreprocessSpec
+from edgekit.contracts.preprocess import Geometry, PreprocessSpec
 from edgekit.core.images import decode_image
 from edgekit.core.errors import BundleError, ConfigError, DataError
 from edgekit.core.tables import TARGETS, Precision, Target
@@ -237,10 +238,6 @@ class BundleModel:
             runner, engine = _start(path, bundle.manifest, feed, engines or Engines(EngineKind.twin, None), spec)
         return cls(path, spec, task, feed, runner, (inputs[0].dtype, free_width(inputs[0].shape, spec)), engine)
 
-    @property
-    def input_size(self) -> tuple[int, int]:
-        return self.spec.resize if self.spec.resize else (0, 0)
-
     def tensor(self, image: np.ndarray) -> np.ndarray:
         return self.spec.apply(image)
 
@@ -278,8 +275,8 @@ class BundleModel:
 
     def _in_image(self, result: object, image: np.ndarray) -> object:
         if self.task.kind is TaskKind.ocr_det:
-            sx, sy = _det_scale(self, image)
-            result = [dict(r, box=_scaled(r["box"], sx, sy), **({"quad": _scaled_quad(r["quad"], sx, sy)} if "quad" in r
+            g = _det_geometry(self, image)
+            result = [dict(r, box=_box_to_image(r["box"], g), **({"quad": _quad_to_image(r["quad"], g)} if "quad" in r
                                                                  else {})) for r in result]
         if self.task.kind is TaskKind.detection:
             result = self.task.in_image(result, self.spec.geometry(*image.shape[:2]))
@@ -307,20 +304,29 @@ def _start(path: Path, manifest: Manifest, feed: str, engines: Engines,
     return ArmRunner(engines.emulator(engine.abi), path / manifest.model.file, expect, manifest.model.nms_kept), engine
 
 
-def _det_scale(det: BundleModel, image: np.ndarray) -> tuple[float, float]:
-    height, width = det.input_size
-    if det.spec.resize_mode != "stretch" or not height:
-        raise BundleError(f"{det.path}: the detector's preprocessing is not a plain resize",
-                          "build the detector with [preprocess] resize = [H, W] and resize_mode = \"stretch\"")
-    return image.shape[1] / width, image.shape[0] / height
+DET_MODES = ("stretch", "letterbox")    # a detector's resize whose geometry maps its boxes back to the page
 
 
-def _scaled(box: Sequence[float], sx: float, sy: float) -> list[float]:
-    return [round(box[0] * sx, 2), round(box[1] * sy, 2), round(box[2] * sx, 2), round(box[3] * sy, 2)]
+def _det_geometry(det: BundleModel, image: np.ndarray) -> Geometry:
+    """Where the page lies in the detector's tensor: a stretch or a letterbox (aspect kept, centred, padded), with a
+    centre crop or not. A detector without a resize, or with fit_height, is refused: its tensor's size would follow
+    the page, which a fixed model input cannot."""
+    if det.spec.resize is None or det.spec.resize_mode not in DET_MODES:
+        raise BundleError(f"{det.path}: the detector's preprocessing is "
+                          f"{det.spec.resize_mode if det.spec.resize else 'without a resize'}, so its boxes cannot be "
+                          "mapped back to the page",
+                          'build the detector with [preprocess] resize = [H, W] and resize_mode = "letterbox" (or "stretch")')
+    return det.spec.geometry(*image.shape[:2])
 
 
-def _scaled_quad(quad: Sequence[Sequence[float]], sx: float, sy: float) -> list[list[float]]:
-    return [[round(x * sx, 2), round(y * sy, 2)] for x, y in quad]
+def _box_to_image(box: Sequence[float], g: Geometry) -> list[float]:
+    """A detector box in tensor pixels -> page pixels, to 0.01 px (numpy's round: the box holds numpy floats)."""
+    (x0, y0), (x1, y1) = g.point_to_image(box[0], box[1]), g.point_to_image(box[2], box[3])
+    return [round(x0, 2), round(y0, 2), round(x1, 2), round(y1, 2)]
+
+
+def _quad_to_image(quad: Sequence[Sequence[float]], g: Geometry) -> list[list[float]]:
+    return [[round(x, 2), round(y, 2)] for x, y in (g.point_to_image(px, py) for px, py in quad)]
 
 
 def sort_boxes(boxes: Sequence[Sequence[float]]) -> list[int]:

@@ -257,6 +257,13 @@ class Geometry:
         y = np.clip((boxes[:, 1::2] - np.float32(self.top)) * sy, 0, np.float32(self.height))
         return np.stack([x[:, 0], y[:, 0], x[:, 1], y[:, 1]], axis=1).astype(np.float32)
 
+    def point_to_image(self, x, y):
+        """A point in tensor pixels -> image pixels, in double precision and clamped to the image (OCR quads,
+        rounded to 0.01 px after this). x and y keep their type, since numpy and Python round differently."""
+        sx, sy = self.width / self.resized_width, self.height / self.resized_height
+        return (min(max((x - self.left) * sx, 0.0), float(self.width)),
+                min(max((y - self.top) * sy, 0.0), float(self.height)))
+
     def to_tensor(self, boxes: np.ndarray) -> np.ndarray:
         """Boxes in image pixels -> tensor pixels (truth in original pixels, e.g. COCO, for evaluation)."""
         boxes = np.asarray(boxes, np.float64).reshape(-1, 4)

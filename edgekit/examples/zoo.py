@@ -214,7 +214,8 @@ def make_data(out: Path, counts: Counts) -> dict[str, tuple[Path, Path]]:
     data["layout"] = (pages.write_pages(out / "layout" / "eval", 1, counts.layout[0], options),
                       pages.write_pages(out / "layout" / "calib", 2, counts.layout[1], options))
     # pages as images for a folder whose own preprocessing sizes them (PP-OCRv5 det: inference.yml's DetResizeForTest,
-    # 960 x 960), drawn at that size so the truth boxes are in the tensor's pixels
+    # a 960 x 960 letterbox), drawn at that size so the truth boxes are in the tensor's pixels (a square page fills
+    # the square input: the letterbox leaves it as it is)
     data["det_pages"] = (det_pages(out / "det_pages" / "eval", 5, counts.det[0]),
                          det_pages(out / "det_pages" / "calib", 6, counts.det[1]))
     data["table"] = (pages.write_tables(out / "table" / "eval", 3, counts.layout[0]),

@@ -20,7 +20,9 @@ import threading
 import numpy as np
 import pytest
 
-from edgekit.consumers.predict import crop, sort_boxes, _scaled
+from edgekit.contracts.preprocess import PreprocessSpec
+from edgekit.consumers.predict import crop, sort_boxes, _box_to_image, _det_geometry, _quad_to_image
+from edgekit.core.errors import BundleError
 
 ARM = [pytest.param("aarch64", marks=pytest.mark.e2e), pytest.param("armhf", marks=pytest.mark.e2e)]
 
@@ -130,8 +132,43 @@ def test_sha256_equals_hashlib(emulation, digits_fp32, tmp_path):
         assert got[str(path)] == hashlib.sha256(path.read_bytes()).hexdigest(), path
 
 
+def det_cases(rng, count):
+    """Detector results on pages of random sizes through stretch (with and without a centre crop), letterbox (the
+    PaddleOCR 3.x det input) and the modes a detector cannot undo; boxes as numpy floats, quads as integers."""
+    for i in range(count):
+        size = [int(v) for v in rng.integers(16, 1000, 2)]
+        mode = ("stretch", "letterbox", "letterbox", "crop", "fit_height", "none")[i % 6]
+        spec = {"resize": size, "resize_mode": "stretch" if mode in ("crop", "none") else mode}
+        if mode == "crop":
+            spec["crop"] = [int(rng.integers(1, size[0] + 1)), int(rng.integers(1, size[1] + 1))]
+        if mode == "none":
+            del spec["resize"]
+        spec = PreprocessSpec.from_mapping(spec)
+        tensor = spec.crop or spec.resize or (64, 64)
+        boxes = []
+        for _ in range(5):
+            quad = [[int(rng.integers(0, tensor[1] + 1)), int(rng.integers(0, tensor[0] + 1))] for _ in range(4)]
+            box = [float(np.round(v, 2)) for v in rng.uniform(0, max(tensor), 4)]
+            boxes.append({"box": box, "quad": quad, "score": 0.5})
+        yield {"boxes": boxes, "spec": spec.to_json(), "height": int(rng.integers(1, 2000)),
+               "width": int(rng.integers(1, 2000))}, spec
+
+
+def predicted(case, spec):
+    """predict.py's mapping of one case, or None when it refuses the detector."""
+    det = type("Det", (), {"spec": spec, "path": "det"})()
+    try:
+        g = _det_geometry(det, np.zeros((case["height"], case["width"]), np.uint8))
+    except BundleError:
+        return None
+    # the detector's boxes are numpy floats (numpy's round), its quads integers (Python's round)
+    return [dict(b, box=_box_to_image([np.float64(v) for v in b["box"]], g), quad=_quad_to_image(b["quad"], g))
+            for b in case["boxes"]]
+
+
 def test_ocr_geometry_equals_predict_py(emulation, tmp_path):
-    """sort_boxes, crop (floor/ceil, clamped) and the detector's box scaling against edgekit/consumers/predict.py."""
+    """sort_boxes, crop (floor/ceil, clamped) and the detector's boxes and quads mapped back to the page (stretch,
+    centre crop, letterbox; refusals) against edgekit/consumers/predict.py."""
     _, build = emulation("host")
     rng = np.random.default_rng(7)
     sorts = []
@@ -147,11 +184,7 @@ def test_ocr_geometry_equals_predict_py(emulation, tmp_path):
         a, b = sorted(rng.uniform(0, w + 10, 2)), sorted(rng.uniform(0, h + 10, 2))
         box = [round(float(a[0]), 2), round(float(b[0]), 2), round(float(a[1]), 2), round(float(b[1]), 2)]
         crops.append({"box": box, "height": h, "width": w})
-    scales = []
-    for _ in range(200):
-        boxes = [{"box": [float(np.round(v, 2)) for v in rng.uniform(0, 640, 4)], "score": 0.5} for _ in range(5)]
-        ih, iw, dh, dw = (int(v) for v in rng.integers(16, 2000, 4))
-        scales.append({"boxes": boxes, "sx": iw / dw, "sy": ih / dh})
+    scales, specs = zip(*det_cases(rng, 300))
     (tmp_path / "in.json").write_text(json.dumps({"sort": sorts, "crop": crops, "scale": scales}))
     done = subprocess.run([str(build.root / "edgekit-app-tests"), "--ocr-geometry", str(tmp_path / "in.json"),
                            str(tmp_path / "out.json")], capture_output=True, text=True, timeout=60)
@@ -165,9 +198,16 @@ def test_ocr_geometry_equals_predict_py(emulation, tmp_path):
         assert (h, w) == want.shape, case
         if want.size:
             assert (top, left) == (max(0, math.floor(case["box"][1])), max(0, math.floor(case["box"][0])))
-    for case, got in zip(scales, out["scale"]):   # the detector's boxes are numpy floats: numpy's round applies
-        want = [_scaled([np.float64(v) for v in b["box"]], case["sx"], case["sy"]) for b in case["boxes"]]
-        assert [g["box"] for g in got] == want
+    refused, clamped = 0, 0
+    for case, spec, got in zip(scales, specs, out["scale"]):
+        want = predicted(case, spec)
+        if want is None:
+            refused += 1
+            assert isinstance(got, str) and "cannot be mapped back to the page" in got, (case, got)
+            continue
+        assert got == want, case
+        clamped += sum(v in (0.0, case["width"], case["height"]) for b in want for v in b["box"])
+    assert refused == 100 and clamped > 100, (refused, clamped)   # the letterbox border maps off the page: clamped
 
 
 def test_decoder_equals_cv2_for_lossless_files(emulation, tmp_path):

@@ -60,12 +60,13 @@ def test_text_detection_sample():
     assert (desc.dialect, desc.model_name, desc.paddlex_task, desc.kind) == (
         "paddleocr", "PP-OCRv5_mobile_det", "text_detection", TaskKind.ocr_det)
     assert desc.preprocess == {"color": "bgr", "interpolation": "linear", "layout": "NCHW", "resize": [960, 960],
-                               **IMAGENET}
+                               "resize_mode": "letterbox", "pad_value": 0.0, **IMAGENET}
     assert desc.default_size == (960, 960) and "DetResizeForTest (resize_long 960)" in desc.default_size_from
     assert desc.task == {"kind": "ocr_det", "thresh": 0.3, "box_thresh": 0.6, "unclip_ratio": 1.5}
     assert desc.input_name == "x" and desc.input_shape == (-1, 3, -1, -1)       # Hpi: H and W range 160..1280
     assert desc.typical_shape == (-1, 3, 640, 640)                              # Hpi's opt shape
-    assert any("DetResizeForTest (resize_long 960)" in n for n in desc.notes)
+    assert any("DetResizeForTest (resize_long 960): PaddleX scales each page so its long side is 960, then rounds "
+               "each side up to a multiple of 128; edgekit letterboxes each page" in n for n in desc.notes)
     task = make_task(desc.task["kind"], {k: v for k, v in desc.task.items() if k != "kind"})
     assert (task.thresh, task.box_thresh, task.unclip_ratio) == (0.3, 0.6, 1.5)
 
@@ -74,7 +75,20 @@ def test_text_detection_pages_take_the_programs_fixed_size():
     desc = check_against_program(sample("PP-OCRv5_mobile_det"), [InputSpec("x", (-1, 3, 640, 960))])
     assert desc.preprocess["resize"] == [640, 960] and desc.input_shape == (-1, 3, 640, 960)
     assert spec_of(desc.preprocess).apply(np.zeros((100, 50, 3), np.uint8)).shape == (3, 640, 960)
-    assert any("stretched to the program's input size 640x960" in n for n in desc.notes)
+    assert any("letterboxed into the program's input size 640x960" in n for n in desc.notes)
+
+
+def test_text_detection_pages_keep_their_aspect_ratio():
+    """PaddleOCR resizes a page for DB keeping its aspect ratio (DetResizeForTest resize_long): a 1300x1000 page
+    fills the 960x960 input's height, 738 columns wide and centred, the border at the normalised mean (0)."""
+    spec = spec_of(sample("PP-OCRv5_mobile_det").preprocess)
+    page = np.full((1300, 1000, 3), 255, np.uint8)
+    g = spec.geometry(1300, 1000)
+    assert (g.resized_height, g.resized_width, g.top, g.left) == (960, 738, 0, 111)
+    x = spec.apply(page)
+    assert x.shape == (3, 960, 960) and np.all(x[:, :, :111] == 0) and np.all(x[:, :, 111 + 738:] == 0)
+    assert np.allclose(x[:, :, 111:111 + 738], ((1.0 - np.array(IMAGENET["mean"])) / IMAGENET["std"])[:, None, None])
+    assert g.point_to_image(111 + 369, 480) == (500.0, 650.0)          # the tensor's centre is the page's
 
 
 def test_open_page_size_comes_from_det_resize_for_test(tmp_path):
@@ -85,15 +99,22 @@ def test_open_page_size_comes_from_det_resize_for_test(tmp_path):
     assert spec == InputSpec("x", (-1, 3, 960, 960))
     assert said.startswith("input 'x' has open height and width [-1, 3, -1, -1]: built at 960x960 from inference.yml's "
                            "PreProcess.transform_ops[2] DetResizeForTest (resize_long 960)")
-    assert "--input x:-1x3x960x960" in said
+    assert "pages are letterboxed into it" in said and "--input x:-1x3x960x960" in said
     assert paddlex.default_input(desc, [InputSpec("x", (-1, 3, -1, -1))], {"x"}) is None
     assert paddlex.default_input(desc, [InputSpec("x", (-1, 3, 640, -1))]) is None
     assert paddlex.default_input(desc, [InputSpec("x", (-1, 3, 640, 640))]) is None
-    for args, side, words in (("{limit_side_len: 736, limit_type: min}", 736, "limit_side_len 736, limit_type min"),
-                              ("{limit_side_len: 1000}", 1024, "limit_side_len 1000, rounded up to a multiple of 32")):
+    for args, side, words, paddlex_does in (
+            ("{limit_side_len: 736, limit_type: min}", 736, "limit_side_len 736, limit_type min",
+             "scales a page up until its short side is at least 736 (never down)"),
+            ("{limit_side_len: 960, limit_type: max}", 960, "limit_side_len 960, limit_type max",
+             "scales a page down until its long side is at most 960 (never up)"),
+            ("{limit_side_len: 1000}", 1024, "limit_side_len 1000, rounded up to a multiple of 32",
+             "scales a page up until its short side is at least 1000")):
         desc = read_model_yml(write(tmp_path, ocr_yml(f"  - DetResizeForTest: {args}\n  - ToCHWImage: null\n")))
         assert desc.default_size == (side, side) and desc.preprocess["resize"] == [side, side]
-        assert words in desc.default_size_from
+        assert desc.preprocess["resize_mode"] == "letterbox" and words in desc.default_size_from
+        assert any(paddlex_does in n and f"edgekit letterboxes each page into the model's fixed input ({side}x{side}"
+                   in n for n in desc.notes), desc.notes
     plain = read_model_yml(write(tmp_path, ocr_yml("  - DetResizeForTest: null\n  - ToCHWImage: null\n")))
     assert plain.default_size is None and "resize" not in plain.preprocess
     assert paddlex.default_input(plain, [InputSpec("x", (-1, 3, -1, -1))]) is None
@@ -337,6 +358,8 @@ def test_sections_edgekit_toml_gives_are_not_read(tmp_path):
      r"image_shape has 3 channel\(s\) but the image is read as gray"),
     ("  - RecResizeImg: {image_shape: [3, 48]}\n", None, r"image_shape is \[3, 48\], not 3 positive integers"),
     ("  - DetResizeForTest: {image_shape: [0, 640]}\n", None, r"image_shape is \[0, 640\]"),
+    ("  - DetResizeForTest: {limit_side_len: 960, limit_type: long}\n", None,
+     r"limit_type is 'long', not one of resize_long, max, min"),
     ("  - NormalizeImage: {mean: [0.5, 0.5]}\n", None, r"unusable edgekit preprocess \(preprocess.mean has 2 values"),
     ("  - ToCHWImage: null\n", "  name: CTCLabelDecode\n  character_dict: [a, 7]\n",
      r"character_dict\[1\] is 7: a int, not a string \(quote entries"),

@@ -153,6 +153,46 @@ def test_ocr_batches_every_crop_of_a_model_into_one_engine_call(tmp_path):
     assert json.dumps(lines)   # what the CLI prints
 
 
+def _dark_text(batch):
+    """A stand-in detector: text probability 1 where the tensor is dark (the first channel below 0.5)."""
+    return [(batch[:, :1] < 0.5).astype(np.float32)]
+
+
+@pytest.mark.parametrize("mode", ["letterbox", "stretch"])
+def test_detector_boxes_land_on_the_page_through_its_resize(tmp_path, mode):
+    """A 200x100 page (taller than wide) with a dark bar at x 20..80, y 90..110, fed at 64x64: letterboxed
+    (PaddleOCR 3.x keeps the page's aspect ratio; the page fills columns 16..47, the border is white) or stretched.
+    Either way the box and quad come back on the bar within 1.5 tensor pixels (4.7 page pixels: DB's rectangle runs
+    through the centres of the outer pixels); the letterboxed bar mapped as a stretch would land 15 px off."""
+    from edgekit.contracts.preprocess import PreprocessSpec
+    from edgekit.tasks import make_task
+
+    spec = PreprocessSpec.from_mapping({"color": "bgr", "resize": [64, 64], "resize_mode": mode, "pad_value": 1.0,
+                                        "scale": 1 / 255, "mean": [0.0], "std": [1.0], "layout": "NCHW"})
+    det = BundleModel(tmp_path / "det", spec, make_task("ocr_det", {"unclip_ratio": 0.0, "box_thresh": 0.5}), "x",
+                      _CountingRunner(_dark_text))
+    page = np.full((200, 100, 3), 255, np.uint8)
+    page[90:110, 20:80] = 0
+    (found,) = det.predict(page)
+    assert np.abs(np.array(found["box"]) - [20, 90, 80, 110]).max() <= 1.5 * 3.125, found
+    xs, ys = [p[0] for p in found["quad"]], [p[1] for p in found["quad"]]
+    assert [min(xs), min(ys), max(xs), max(ys)] == found["box"]
+    if mode == "letterbox":
+        raw = det.task.postprocess(det.run_batch(det.tensor(page)[None]))[0][0]      # in tensor pixels
+        as_stretch = np.array(raw["box"][0::2]) * 100 / 64                         # x0, x1 scaled as if stretched
+        assert np.abs(as_stretch - [20, 80]).min() > 10
+
+
+def test_a_detector_whose_resize_cannot_be_undone_is_refused(tmp_path):
+    from edgekit.contracts.preprocess import PreprocessSpec
+    from edgekit.tasks import make_task
+
+    spec = PreprocessSpec.from_mapping({"color": "bgr", "resize": [64, 64], "resize_mode": "fit_height"})
+    det = BundleModel(tmp_path / "det", spec, make_task("ocr_det", {}), "x", _CountingRunner(_dark_text))
+    with pytest.raises(BundleError, match="preprocessing is fit_height, so its boxes cannot be mapped back"):
+        det.predict(np.zeros((100, 200, 3), np.uint8))
+
+
 def test_predict_many_keeps_the_order_across_tensor_shapes(tmp_path):
     from edgekit.contracts.preprocess import PreprocessSpec
     from edgekit.tasks import make_task

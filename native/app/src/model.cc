@@ -140,17 +140,7 @@ Prediction Model::predict(const ImageView& image) {
                 "the model's first output must keep the batch axis");
   }
   out.result = results.at(0);
-  if (post.kind() == TaskKind::ocr_det) {
-    const PreprocessSpec& spec = pre.spec();
-    if (spec.resize_mode != ResizeMode::stretch || !spec.resize) {
-      throw Error(ExitCode::input, "model " + name() + ": the detector's preprocessing is not a plain resize",
-                  "build the detector with [preprocess] resize = [H, W] and resize_mode = \"stretch\"");
-    }
-    // predict.py: image.shape[1] / width, image.shape[0] / height (true division in double)
-    const double sx = static_cast<double>(image.width) / static_cast<double>(spec.resize->width);
-    const double sy = static_cast<double>(image.height) / static_cast<double>(spec.resize->height);
-    out.result = scale_boxes(out.result, sx, sy);
-  }
+  if (post.kind() == TaskKind::ocr_det) out.result = boxes_to_image(out.result, det_geometry(pre.spec(), image.height, image.width, name()));
   out.times.postprocess_ms = ms_since(start);
   return out;
 }
@@ -175,24 +165,38 @@ Prediction Model::predict_vision(const ImageView& image) {
   return out;
 }
 
-Json scale_boxes(const Json& boxes, double sx, double sy) {
+Geometry det_geometry(const PreprocessSpec& spec, int height, int width, const std::string& name) {
+  if (!spec.resize || (spec.resize_mode != ResizeMode::stretch && spec.resize_mode != ResizeMode::letterbox)) {
+    const std::string mode = !spec.resize ? "without a resize" : "fit_height";
+    throw Error(ExitCode::input,
+                "model " + name + ": the detector's preprocessing is " + mode +
+                    ", so its boxes cannot be mapped back to the page",
+                "build the detector with [preprocess] resize = [H, W] and resize_mode = \"letterbox\" (or \"stretch\")");
+  }
+  return spec.geometry(height, width);
+}
+
+Json boxes_to_image(const Json& boxes, const Geometry& g) {
   Json out = Json::array();
   for (const Json& item : boxes.items()) {
     const Json& box = item.at("box");
-    Json scaled = Json::array();
-    // predict._scaled rounds the box's numpy float64 values (numpy's round), _scaled_quad Python floats
-    for (std::size_t i = 0; i < 4; ++i) scaled.push(numpy_round(box.at(i).as_number() * (i % 2 == 0 ? sx : sy), 2));
+    const std::array<double, 2> a = g.point_to_image(box.at(0).as_number(), box.at(1).as_number());
+    const std::array<double, 2> b = g.point_to_image(box.at(2).as_number(), box.at(3).as_number());
+    // predict._box_to_image rounds the box's numpy float64 values (numpy's round), _quad_to_image Python floats
+    Json mapped = Json::array();
+    for (double v : {a[0], a[1], b[0], b[1]}) mapped.push(numpy_round(v, 2));
     Json quad = Json::array();
     if (const Json* corners = item.find("quad")) {
       for (const Json& p : corners->items()) {
+        const std::array<double, 2> q = g.point_to_image(p.at(0).as_number(), p.at(1).as_number());
         Json point = Json::array();
-        point.push(python_round(p.at(0).as_number() * sx, 2));
-        point.push(python_round(p.at(1).as_number() * sy, 2));
+        point.push(python_round(q[0], 2));
+        point.push(python_round(q[1], 2));
         quad.push(point);
       }
     }
     Json copy = Json::object();
-    for (const auto& [key, value] : item.members()) copy.set(key, key == "box" ? scaled : key == "quad" ? quad : value);
+    for (const auto& [key, value] : item.members()) copy.set(key, key == "box" ? mapped : key == "quad" ? quad : value);
     out.push(copy);
   }
   return out;

@@ -10,7 +10,7 @@
 //   edgekit-app-tests --decode FILE ...               decode_image_file: one JSON line per file,
 //                                                     {"file", "ok", "width", "height", "channels"}
 //                                                     or {"file", "ok": false, "error"}
-//   edgekit-app-tests --ocr-geometry IN.json OUT.json sort_boxes / crop_rect / scale_boxes cases
+//   edgekit-app-tests --ocr-geometry IN.json OUT.json sort_boxes / crop_rect / det_geometry + boxes_to_image cases
 //                                                     (and rotate_crop of .npy images, "rotate")
 #include <cstdio>
 #include <optional>
@@ -33,7 +33,7 @@ using namespace edgekit;
 
 Box box_of(const Json& j) { return {j.at(0).as_number(), j.at(1).as_number(), j.at(2).as_number(), j.at(3).as_number()}; }
 
-// {"sort": [[box, ...], ...], "crop": [{"box", "height", "width"}], "scale": [{"boxes", "sx", "sy"}]}
+// {"sort": [[box, ...], ...], "crop": [{"box", "height", "width"}], "scale": [{"boxes", "spec", "height", "width"}]}
 int ocr_geometry(const std::string& in, const std::string& out) {
   const Json cases = Json::parse(read_file_text(in, ExitCode::input));
   Json result = Json::object();
@@ -51,11 +51,18 @@ int ocr_geometry(const std::string& in, const std::string& out) {
     crops.push(Json::array_of(std::vector<int>{r.top, r.left, std::max(0, r.height), std::max(0, r.width)}));
   }
   result.set("crop", crops);
-  Json scaled = Json::array();
+  // each case: the detector's boxes, its preprocess spec and the page's size -> the boxes on the page, or the refusal
+  Json mapped = Json::array();
   for (const Json& c : cases.at("scale").items()) {
-    scaled.push(scale_boxes(c.at("boxes"), c.at("sx").as_number(), c.at("sy").as_number()));
+    const PreprocessSpec spec = PreprocessSpec::from_json(c.at("spec"));
+    const int h = static_cast<int>(c.at("height").as_int()), w = static_cast<int>(c.at("width").as_int());
+    try {
+      mapped.push(boxes_to_image(c.at("boxes"), det_geometry(spec, h, w, "det")));
+    } catch (const Error& e) {
+      mapped.push(e.line());
+    }
   }
-  result.set("scale", scaled);
+  result.set("scale", mapped);
   // optional: rotate_crop of a uint8 .npy image (HxW or HxWx3) by a quad, written as .npy
   if (const Json* rotations = cases.find("rotate")) {
     for (const Json& c : rotations->items()) {

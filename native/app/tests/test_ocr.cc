@@ -41,12 +41,30 @@ EK_TEST(ocr, boxes_scale_like_numpy) {
   item.set("score", 0.7);
   Json boxes = Json::array();
   boxes.push(item);
-  const Json out = scale_boxes(boxes, 1.0, 2.0);
+  Geometry stretch;  // a 200 x 100 image stretched to 100 x 100: x as is, y doubled
+  stretch.height = 200, stretch.width = 100, stretch.resized_height = 100, stretch.resized_width = 100;
+  const Json out = boxes_to_image(boxes, stretch);
   // numpy: 2.675 * 100 is 267.5 in double, rint -> 268: 2.68 (Python's round(2.675, 2) gives 2.67)
   EK_CHECK_EQ(out.at(0).at("box").at(0).as_number(), 2.68);
   EK_CHECK_EQ(out.at(0).at("box").at(1).as_number(), 20.0);
+  EK_CHECK_EQ(out.at(0).at("box").at(2).as_number(), 100.0);  // 100.5 clamped to the image's width
   EK_CHECK_EQ(out.at(0).at("box").at(3).as_number(), 66.66);
   EK_CHECK_EQ(out.at(0).at("score").as_number(), 0.7);
+}
+
+// A 100 x 200 page letterboxed into 64 x 64: scale 0.32, the page at rows 16..47; the border maps off the page.
+EK_TEST(ocr, letterboxed_quads_map_back_to_the_page) {
+  PreprocessSpec spec;
+  spec.resize = Size2{64, 64};
+  spec.resize_mode = ResizeMode::letterbox;
+  const Geometry g = det_geometry(spec, 100, 200, "det");
+  EK_CHECK_EQ((std::vector<int>{g.resized_height, g.resized_width, g.top, g.left}), (std::vector<int>{32, 64, 16, 0}));
+  const Json boxes = Json::parse(R"([{"box": [8, 10, 40, 26], "quad": [[8, 10], [40, 10], [40, 26], [8, 26]], "score": 1}])");
+  const Json out = boxes_to_image(boxes, g);
+  EK_CHECK_EQ(out.at(0).at("box").dump(), Json::parse("[25.0, 0.0, 125.0, 31.25]").dump());
+  EK_CHECK_EQ(out.at(0).at("quad").at(2).dump(), Json::parse("[125.0, 31.25]").dump());
+  spec.resize_mode = ResizeMode::fit_height;
+  EK_CHECK_ERROR(det_geometry(spec, 100, 200, "det"), input, "cannot be mapped back to the page");
 }
 
 EK_TEST(ocr, results_compare_decisions_exactly_and_scores_within_a_tolerance) {

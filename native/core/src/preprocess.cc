@@ -223,6 +223,14 @@ void Geometry::to_image(float box[4]) const {
   }
 }
 
+std::array<double, 2> Geometry::point_to_image(double x, double y) const {
+  // Python: (x - left) * (width / resized_width), then min(max(v, 0.0), width), all in double
+  const double sx = static_cast<double>(width) / static_cast<double>(resized_width);
+  const double sy = static_cast<double>(height) / static_cast<double>(resized_height);
+  return {std::min(std::max((x - left) * sx, 0.0), static_cast<double>(width)),
+          std::min(std::max((y - top) * sy, 0.0), static_cast<double>(height))};
+}
+
 PreprocessSpec PreprocessSpec::from_json(const Json& object) {
   if (!object.is_object()) throw bad("preprocess is " + object.dump(), "give an object of preprocessing keys");
   for (const auto& member : object.members()) {

@@ -76,8 +76,12 @@ class Model {
   std::optional<VisionTask> vision_;  // detection / segmentation: the core's detection.h
 };
 
-// Detector boxes from model pixels to image pixels, as predict.py's _scaled:
-// numpy's round(v * (image_w / det_w), 2) per coordinate (the boxes are numpy floats).
-Json scale_boxes(const Json& boxes, double sx, double sy);
+// Where a height x width page lies in a text detector's tensor (predict.py's _det_geometry): its
+// stretch or letterbox; Error(input) for a spec without a resize or with fit_height (`name` names the model).
+Geometry det_geometry(const PreprocessSpec& spec, int height, int width, const std::string& name);
+
+// Detector boxes and quads from model pixels to image pixels through that geometry, as predict.py's
+// _box_to_image / _quad_to_image: clamped to the image, rounded to 0.01 (numpy's round for the box).
+Json boxes_to_image(const Json& boxes, const Geometry& g);
 
 }  // namespace edgekit

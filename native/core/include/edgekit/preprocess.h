@@ -7,6 +7,7 @@
 //   Tensor t = pre.run(ImageView::rgba(pixels, h, w, stride));   // t.shape = {3, 224, 224}
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +37,9 @@ struct Geometry {
   int top = 0, left = 0;
   // A box [x0, y0, x1, y1] in tensor pixels -> image pixels, clamped to the image (float32 as Python).
   void to_image(float box[4]) const;
+  // A point in tensor pixels -> image pixels in double, clamped to the image (Python's
+  // Geometry.point_to_image; the OCR detector's boxes and quads).
+  std::array<double, 2> point_to_image(double x, double y) const;
 };
 
 // Mirrors PreprocessSpec (its fields, defaults and checks); `order` is informational.
