@@ -47,9 +47,10 @@ MIN_CALIBRATION_SAMPLES = 8
 MIN_SAMPLED_RANK = 2          # activations of lower rank stay float (module docstring)
 SCALES_FILE = "scales.json"
 SCALES_FORMAT = "edgekit-ptq-scales/1"
-# the samplers' copies of one activation while they read it (abs, hist's float64 bin indices): hist held 87 MB a
-# sample more than avg on PP-OCRv5 det at 960x960, three times its largest activation (28 MB)
-SAMPLER_COPIES = 4
+# the samplers' copies of one activation while they read it, in units of the largest: hist held 87 MB a sample more
+# than avg on PP-OCRv5 det at 960x960 (np.abs, then float64 bin indices), three times its largest activation (28 MB);
+# avg and mse held no more than the activations and one copy (on a small net, measured)
+SAMPLER_COPIES = {"hist": 4, "KL": 4}
 REPLAYABLE_ALGOS = ("avg", "abs_max", "hist", "mse", "KL", "emd")   # their thresholds are all the program takes
 
 
@@ -192,25 +193,27 @@ def calibration_batches(available: int, cfg: QuantConfig, fixed_batch: int | Non
     return CalibrationBatches(batch, usable // batch, asked, sample_bytes, memory_bytes)
 
 
-def calibration_sample_bytes(model: StaticModel, samples: Samples, quantizable: list[str] | None = None) -> int:
+def calibration_sample_bytes(model: StaticModel, samples: Samples, quantizable: list[str] | None = None,
+                             algos: tuple[str, ...] = ("avg",)) -> int:
     """Estimated memory one calibration sample holds: every activation PaddleSlim samples (kept to the end of each
-    batch), the peak of the others, and the samplers' copies of the largest (export/footprint.py)."""
+    batch), the peak of the others, and the copies of the largest that the samplers of `algos` make (the most of
+    them; export/footprint.py)."""
     from edgekit.export.footprint import footprint
 
     program = prog.parse_program(model.model_file)
     shapes = {f.name: samples.inputs[f.name].shape[1:] for f in model.feeds if f.name in samples.inputs}
     found = footprint(program, shapes, sampled_activations(program, quantizable or quantizable_ops()))
-    return found.total + SAMPLER_COPIES * found.largest_held
+    return found.total + max(SAMPLER_COPIES.get(algo, 1) for algo in algos) * found.largest_held
 
 
 def plan_batches(model: StaticModel, samples: Samples, cfg: QuantConfig, quantizable: list[str] | None = None,
-                 memory_bytes: int | None = None) -> CalibrationBatches:
-    """`calibration_batches` for `model` on `samples`, with its memory estimate and the host's MemAvailable (or
-    `memory_bytes`)."""
+                 memory_bytes: int | None = None, algos: tuple[str, ...] = ()) -> CalibrationBatches:
+    """`calibration_batches` for `model` on `samples`, with its memory estimate for `algos` (default: cfg.algo) and
+    the host's MemAvailable (or `memory_bytes`)."""
     fixed = {f.shape[0] for f in model.feeds if f.shape[0] > 0}
     if fixed or cfg.batch_size <= 1:
         return calibration_batches(len(samples), cfg, fixed.pop() if fixed else None)
-    per_sample = calibration_sample_bytes(model, samples, quantizable)
+    per_sample = calibration_sample_bytes(model, samples, quantizable, algos or (cfg.algo,))
     return calibration_batches(len(samples), cfg, None, per_sample,
                                memory.available_bytes() if memory_bytes is None else memory_bytes)
 

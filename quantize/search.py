@@ -148,7 +148,8 @@ class Calibrator:
         self._settings = calibration_settings(cfg)
         # one batch for every calibration of this model (a worker is handed the parent's): mse and emd thresholds
         # depend on it, so a batch lowered for memory is part of the key; a batch as asked keeps the keys as they were
-        self.batches = batches or (ptq.plan_batches(model, samples, cfg) if quantize is ptq.quantize_int8 else None)
+        self.batches = batches or (ptq.plan_batches(model, samples, cfg, algos=cfg.search_algos or (cfg.algo,))
+                                   if quantize is ptq.quantize_int8 else None)
         if self.batches is not None and self.batches.lowered:
             self._settings = dict(self._settings, calibration_batch=self.batches.batch_size)
         self.calibrations = 0                        # how many times PaddleSlim ran the calibration data

@@ -223,7 +223,7 @@ def import_metric(rec: StageView) -> StageView:
     reference = tiers.reference_outputs(rec.static, evaluation)     # tier A's reference too: computed once
     by_feed = {feed: onnx for onnx, feed in rec.aliases.items()}
     source = onnxruntime_run(cfg.model.model_file, {by_feed[k]: v for k, v in evaluation.inputs.items()},
-                             batch_limit(rec.static))   # one sample at a time where the import found the batch fixed
+                             batch_limit(rec.static, evaluation.inputs))   # the fixed batch, else as memory allows
     probe = "evaluation" if cfg.data.evaluation else "calibration" if cfg.data.calibration else "random"
     found = judge_on_data(source, reference, list(rec.onnx_import.fetches), evaluation,
                           parity.Tolerance(cfg.gates.import_max_abs, cfg.gates.import_min_cosine),
