@@ -63,7 +63,7 @@ def test_calibration_batch_is_lowered_to_what_a_quarter_of_the_available_memory_
     cfg = QuantConfig(batch_size=16, batch_nums=8)
     found = calibration_batches(16, cfg, sample_bytes=int(1.17 * GB), memory_bytes=int(19.7 * GB))
     assert _pair(found) == (4, 4) and found.samples == 16 and found.lowered      # 4.9 GB usable: 4 fit
-    assert "batches of 4, not 16" in found.reason() and "1.17 GB" in found.reason() and "19.70 GB" in found.reason()
+    assert "batches of 4, not 16" in found.reason() and "1.17 GiB" in found.reason() and "19.70 GiB" in found.reason()
     assert found.to_json()["lowered_for_memory"] is True and found.to_json()["asked"] == 16
     roomy = calibration_batches(500, cfg, sample_bytes=50 << 20, memory_bytes=19 * GB)
     assert _pair(roomy) == (16, 8) and not roomy.lowered and roomy.reason() == ""
