@@ -18,6 +18,10 @@ outputs in the FP32 program whatever `skip_tensor_list` says (the list only mark
 `quantize_int8` writes them beside the model (`scales.json`), and `requantize_int8` builds the model
 for another float list from them with Paddle's own insertion and freeze passes, without data: the
 same program and weights, byte for byte, as calibrating again with that list (tests/e2e/test_quant_replay.py).
+
+Paddle makes every activation it samples persistable, so one batch holds all of them at once: ~1 GiB a sample for
+PP-OCRv5 det at 960x960. `plan_batches` estimates that from the program and feeds the largest batch up to the one
+asked for that fits the memory rule (edgekit/core/memory.py), in more batches over the same samples.
 """
 
 from __future__ import annotations
