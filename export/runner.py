@@ -15,16 +15,35 @@ import numpy as np
 
 from edgekit.model.artifacts import StaticModel
 from edgekit.core.errors import InputModelError
-from edgekit.model.runners import run_batched
+from edgekit.model.runners import run_batched, sample_count
 
 log = logging.getLogger(__name__)
 
 
-def batch_limit(model: StaticModel) -> int:
-    """Models exported with a fixed batch dimension take that many samples per run."""
+MAX_BATCH = 32
+
+
+def batch_limit(model: StaticModel, inputs: Mapping[str, np.ndarray] | None = None, program=None) -> int:
+    """Samples per run: a fixed batch dimension's size; else up to MAX_BATCH, as many as the memory rule lets the
+    program's per-sample activations take at the sizes of `inputs` (edgekit/core/memory.py; PP-OCRv5 det at
+    960x960 needs ~70 MB a sample by the program, 50 MB measured). `program`: the loaded program, else it is read."""
     dims = {f.shape[0] for f in model.feeds}
     fixed = [d for d in dims if d > 0]
-    return fixed[0] if fixed else 32
+    if fixed:
+        return fixed[0]
+    if not inputs:
+        return MAX_BATCH
+    from edgekit.core import memory
+    from edgekit.export import program as prog
+    from edgekit.export.footprint import footprint
+
+    shapes = {name: np.shape(value)[1:] for name, value in inputs.items()}
+    per_sample = footprint(program if program is not None else prog.parse_program(model.model_file), shapes).live
+    batch = memory.fitting_batch(MAX_BATCH, per_sample, memory.available_bytes())
+    if batch < min(MAX_BATCH, sample_count(inputs)):
+        log.info("running %s in batches of %d, not %d: ~%s a sample, %s available", model.model_file.name, batch,
+                 MAX_BATCH, memory.describe_bytes(per_sample), memory.describe_bytes(memory.available_bytes() or 0))
+    return batch
 
 
 class StaticRunner:
@@ -52,7 +71,7 @@ class StaticRunner:
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         with self._paddle.static.scope_guard(self.scope):
-            return run_batched(self._run_batch, inputs, batch_limit(self.model))
+            return run_batched(self._run_batch, inputs, batch_limit(self.model, inputs, self.program))
 
     def _run_batch(self, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
         res = self.exe.run(self.program, feed=batch, fetch_list=self.fetch_vars, return_numpy=True)
@@ -79,4 +98,4 @@ def run_paddle_inference(model: StaticModel, inputs: Mapping[str, np.ndarray]) -
         predictor.run()
         return [predictor.get_output_handle(n).copy_to_cpu() for n in predictor.get_output_names()]
 
-    return run_batched(run_batch, inputs, batch_limit(model))
+    return run_batched(run_batch, inputs, batch_limit(model, inputs))

@@ -48,7 +48,8 @@ class _Loaded:
         self.place = paddle.CPUPlace()
         self.exe = paddle.static.Executor(self.place)
         self.scope = paddle.static.Scope()
-        self.batch = batch_limit(model)
+        self._batch_limit = batch_limit
+        self._batches: dict[tuple, int] = {}     # per input sizes: the memory rule's batch (export/runner.py)
         with paddle.static.scope_guard(self.scope):
             self.program, self.feed_names, fetch_vars = paddle.static.load_inference_model(
                 str(model.model_file.with_suffix("")), self.exe)
@@ -60,7 +61,10 @@ class _Loaded:
             return [np.array(out, copy=True) for out in self.exe.run(program, feed=feed, fetch_list=self.fetch_names)]
 
         with self.paddle.static.scope_guard(self.scope):
-            return run_batched(run_batch, inputs, self.batch)
+            sizes = tuple((name, np.shape(value)[1:]) for name, value in sorted(inputs.items()))
+            if sizes not in self._batches:
+                self._batches[sizes] = self._batch_limit(self.model, inputs, self.program)
+            return run_batched(run_batch, inputs, self._batches[sizes])
 
 
 def _convs(program, sources: Mapping | None) -> dict[str, Conv]:

@@ -18,6 +18,10 @@ outputs in the FP32 program whatever `skip_tensor_list` says (the list only mark
 `quantize_int8` writes them beside the model (`scales.json`), and `requantize_int8` builds the model
 for another float list from them with Paddle's own insertion and freeze passes, without data: the
 same program and weights, byte for byte, as calibrating again with that list (tests/e2e/test_quant_replay.py).
+
+Paddle makes every activation it samples persistable, so one batch holds all of them at once: ~1 GiB a sample for
+PP-OCRv5 det at 960x960. `plan_batches` estimates that from the program and feeds the largest batch up to the one
+asked for that fits the memory rule (edgekit/core/memory.py), in more batches over the same samples.
 """
 
 from __future__ import annotations
@@ -32,9 +36,10 @@ from pathlib import Path
 
 import numpy as np
 
-from edgekit.model.artifacts import QuantizedModel, StaticModel
+from edgekit.model.artifacts import CalibrationBatches, QuantizedModel, StaticModel
 from edgekit.contracts.settings import QuantConfig
 from edgekit.model.data import Samples
+from edgekit.core import memory
 from edgekit.core.errors import DataError, QuantizeError
 from edgekit.core.quiet import quiet_toolchain
 from edgekit.export import program as prog
@@ -46,6 +51,10 @@ MIN_CALIBRATION_SAMPLES = 8
 MIN_SAMPLED_RANK = 2          # activations of lower rank stay float (module docstring)
 SCALES_FILE = "scales.json"
 SCALES_FORMAT = "edgekit-ptq-scales/1"
+# the samplers' copies of one activation while they read it, in units of the largest: hist held 87 MB a sample more
+# than avg on PP-OCRv5 det at 960x960 (np.abs, then float64 bin indices), three times its largest activation (28 MB);
+# avg and mse held no more than the activations and one copy (on a small net, measured)
+SAMPLER_COPIES = {"hist": 4, "KL": 4}
 REPLAYABLE_ALGOS = ("avg", "abs_max", "hist", "mse", "KL", "emd")   # their thresholds are all the program takes
 
 
@@ -62,6 +71,28 @@ def low_rank_activations(program, names) -> set[str]:
         if var is not None and len(var.shape) < MIN_SAMPLED_RANK:
             found.add(name)
     return found
+
+
+def sampled_activations(program, quantizable: list[str]) -> set[str]:
+    """The activations PaddleSlim samples, and so keeps in memory for the whole calibration (its
+    `_collect_target_varnames`): the inputs and outputs of the quantised op types and the outputs of every op it
+    observes for an output scale, less the low-rank ones edgekit keeps from it."""
+    from paddle.static.quantization import utils
+    from paddle.static.quantization.quant_config import BaseQuantizer
+
+    config = BaseQuantizer(quantizable_op_type=quantizable, quant_bits=8)
+    quantised = set(config.weight_quant_operation_types) | set(config.activation_quant_operation_types)
+    observed = set(config.observer_operation_types)
+    persistable = {var.name for var in program.list_vars() if var.persistable}
+    names: set[str] = set()
+    for block in program.blocks:
+        for op in block.ops:
+            if op.type in quantised:
+                names |= set(utils._get_op_input_var_names(op)) | set(utils._get_op_output_var_names(op))
+            elif op.type in observed:
+                names |= set(utils._get_op_output_var_names(op))
+    names -= persistable
+    return names - low_rank_activations(program, names)
 
 
 def _ptq_class():
@@ -147,19 +178,48 @@ def _loader(paddle, model: StaticModel, samples: Samples, batch_size: int):
                                 shuffle=False, drop_last=True, return_list=False, num_workers=0)
 
 
-def calibration_batches(available: int, cfg: QuantConfig, fixed_batch: int | None = None) -> tuple[int, int]:
-    """(batch size, batch count) for PaddleSlim: `batch_size x batch_nums` is a sample budget.
+def calibration_batches(available: int, cfg: QuantConfig, fixed_batch: int | None = None, sample_bytes: int = 0,
+                        memory_bytes: int | None = None) -> CalibrationBatches:
+    """How `available` calibration samples are fed: `batch_size x batch_nums` is a sample budget.
 
     A program with a fixed batch (e.g. 1, from an ONNX export) only accepts that batch size;
-    it still calibrates on as many samples as the budget allows, in more batches.
+    it still calibrates on as many samples as the budget allows, in more batches. Otherwise the batch
+    is the largest up to `cfg.batch_size` whose `sample_bytes` each fit the memory rule (edgekit/core/memory.py)
+    and that divides the samples the asked batch would use: the same samples, in more batches.
     """
-    batch_size = fixed_batch or cfg.batch_size
+    asked = fixed_batch or cfg.batch_size
     usable = min(available, cfg.batch_size * cfg.batch_nums)
-    usable -= usable % batch_size
-    if usable < max(MIN_CALIBRATION_SAMPLES, batch_size):
-        raise DataError(f"calibration has {available} samples; INT8 needs at least {max(MIN_CALIBRATION_SAMPLES, batch_size)}",
+    usable -= usable % asked
+    if usable < max(MIN_CALIBRATION_SAMPLES, asked):
+        raise DataError(f"calibration has {available} samples; INT8 needs at least {max(MIN_CALIBRATION_SAMPLES, asked)}",
                         "add calibration samples (a few hundred representative inputs is typical)")
-    return batch_size, usable // batch_size
+    batch = asked if fixed_batch else memory.fitting_batch(asked, sample_bytes, memory_bytes, divides=usable)
+    return CalibrationBatches(batch, usable // batch, asked, sample_bytes, memory_bytes)
+
+
+def calibration_sample_bytes(model: StaticModel, samples: Samples, quantizable: list[str] | None = None,
+                             algos: tuple[str, ...] = ("avg",)) -> int:
+    """Estimated memory one calibration sample holds: every activation PaddleSlim samples (kept to the end of each
+    batch), the peak of the others, and the copies of the largest that the samplers of `algos` make (the most of
+    them; export/footprint.py)."""
+    from edgekit.export.footprint import footprint
+
+    program = prog.parse_program(model.model_file)
+    shapes = {f.name: samples.inputs[f.name].shape[1:] for f in model.feeds if f.name in samples.inputs}
+    found = footprint(program, shapes, sampled_activations(program, quantizable or quantizable_ops()))
+    return found.total + max(SAMPLER_COPIES.get(algo, 1) for algo in algos) * found.largest_held
+
+
+def plan_batches(model: StaticModel, samples: Samples, cfg: QuantConfig, quantizable: list[str] | None = None,
+                 memory_bytes: int | None = None, algos: tuple[str, ...] = ()) -> CalibrationBatches:
+    """`calibration_batches` for `model` on `samples`, with its memory estimate for `algos` (default: cfg.algo) and
+    the host's MemAvailable (or `memory_bytes`)."""
+    fixed = {f.shape[0] for f in model.feeds if f.shape[0] > 0}
+    if fixed or cfg.batch_size <= 1:
+        return calibration_batches(len(samples), cfg, fixed.pop() if fixed else None)
+    per_sample = calibration_sample_bytes(model, samples, quantizable, algos or (cfg.algo,))
+    return calibration_batches(len(samples), cfg, None, per_sample,
+                               memory.available_bytes() if memory_bytes is None else memory_bytes)
 
 
 def quantizable_ops(float_ops: tuple[str, ...] = ()) -> list[str]:
@@ -172,21 +232,24 @@ def quantizable_ops(float_ops: tuple[str, ...] = ()) -> list[str]:
 
 
 def quantize_int8(model: StaticModel, samples: Samples, cfg: QuantConfig, out_dir: Path,
-                  skip_tensors: tuple[str, ...] = (), float_ops: tuple[str, ...] = ()) -> QuantizedModel:
+                  skip_tensors: tuple[str, ...] = (), float_ops: tuple[str, ...] = (),
+                  batches: CalibrationBatches | None = None) -> QuantizedModel:
     """PTQ of `model`; ops whose weight tensors are named in `skip_tensors`, and every op of the types in
-    `float_ops`, stay in float. The thresholds sampled go to `out_dir/scales.json`, for `requantize_int8`."""
+    `float_ops`, stay in float. The thresholds sampled go to `out_dir/scales.json`, for `requantize_int8`.
+    `batches`: how to feed the samples (`plan_batches`, which runs when it is not given)."""
     quantizable = quantizable_ops(float_ops)
-    fixed = {f.shape[0] for f in model.feeds if f.shape[0] > 0}
-    batch_size, batch_nums = calibration_batches(len(samples), cfg, fixed.pop() if fixed else None)
-    calib = samples.spread(batch_nums * batch_size)   # every class, not the first folders only
+    batches = batches or plan_batches(model, samples, cfg, quantizable)
+    if batches.lowered:
+        log.warning("%s", batches.reason())
+    calib = samples.spread(batches.samples)   # every class, not the first folders only
     start = time.monotonic()
-    ptq = _run(model, calib, cfg, out_dir, skip_tensors, batch_size, batch_nums, None, quantizable)
+    ptq = _run(model, calib, cfg, out_dir, skip_tensors, batches.batch_size, batches.batch_nums, None, quantizable)
     scales = dict(ptq.thresholds(), calibration_samples=len(calib), calibration_sha256=calib.digest(),
-                  low_rank=list(ptq.low_rank))
+                  low_rank=list(ptq.low_rank), calibration_batches=batches.to_json())
     (out_dir / SCALES_FILE).write_text(json.dumps(scales, sort_keys=True) + "\n", encoding="utf-8")
     seconds = time.monotonic() - start
     log.info("quantised with %s on %d samples in %.1f s", cfg.algo, len(calib), seconds)
-    return _quantized(model, cfg, out_dir, len(calib), seconds, calib.digest(), ptq.low_rank)
+    return _quantized(model, cfg, out_dir, len(calib), seconds, calib.digest(), ptq.low_rank, batches)
 
 
 def requantize_int8(model: StaticModel, scales_file: Path, cfg: QuantConfig, out_dir: Path,
@@ -207,8 +270,9 @@ def requantize_int8(model: StaticModel, scales_file: Path, cfg: QuantConfig, out
     ptq = _run(model, empty, cfg, out_dir, skip_tensors, 1, 1, scales, quantizable_ops())
     seconds = time.monotonic() - start
     log.info("quantised with %s from %s's thresholds in %.1f s", cfg.algo, Path(scales_file).parent.name, seconds)
+    batches = CalibrationBatches.from_json(scales["calibration_batches"]) if "calibration_batches" in scales else None
     return _quantized(model, cfg, out_dir, int(scales["calibration_samples"]), seconds,
-                      scales.get("calibration_sha256", ""), ptq.low_rank)
+                      scales.get("calibration_sha256", ""), ptq.low_rank, batches)
 
 
 def _run(model: StaticModel, calib: Samples, cfg: QuantConfig, out_dir: Path, skip_tensors: tuple[str, ...],
@@ -267,14 +331,14 @@ def _run(model: StaticModel, calib: Samples, cfg: QuantConfig, out_dir: Path, sk
 
 
 def _quantized(model: StaticModel, cfg: QuantConfig, out_dir: Path, samples: int, seconds: float, digest: str,
-               low_rank: tuple[str, ...]) -> QuantizedModel:
+               low_rank: tuple[str, ...], batches: CalibrationBatches | None) -> QuantizedModel:
     model_file = out_dir / "model.pdmodel"
     if not model_file.is_file():
         raise QuantizeError("PaddleSlim wrote no quantised model", "run with EDGEKIT_DEBUG=1 and report the log")
     program = prog.parse_program(model_file)
     quantized = StaticModel(model_file, out_dir / "model.pdiparams", model.feeds, model.fetches, "paddleslim-ptq",
                             prog.op_types(program), model.sources)
-    return QuantizedModel(quantized, cfg.algo, samples, seconds, digest, tuple(low_rank))
+    return QuantizedModel(quantized, cfg.algo, samples, seconds, digest, tuple(low_rank), batches)
 
 
 def _where(exc: BaseException) -> str:
@@ -294,5 +358,6 @@ def count_quantized_ops(model: StaticModel) -> dict[str, int]:
     return counts
 
 
-__all__ = ["quantize_int8", "requantize_int8", "quantizable_ops", "calibration_batches", "count_quantized_ops",
+__all__ = ["quantize_int8", "requantize_int8", "quantizable_ops", "calibration_batches", "plan_batches",
+           "CalibrationBatches", "sampled_activations", "count_quantized_ops",
            "SCALES_FILE"]

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from edgekit.core.memory import describe_bytes
+
 from .search import QuantSearchResult
 from .sensitivity import SENSITIVITY_METHODS
 
@@ -98,6 +100,11 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
                f"drop {drop:.4g}{chosen_task}, cosine {result.chosen.score.cosine:.6f}: {verdict}")
     replayed = f"; {result.replays} float list(s) built from a calibration's thresholds" if result.replays else ""
     out.append(f"- calibrations run: {result.calibrations} (the rest came from the cache){replayed}")
+    batches = getattr(result.quantized, "calibration_batches", None)
+    if batches is not None and batches.lowered:
+        out.append(f"- calibration batches: {batches.batch_nums} of {batches.batch_size}, lowered from {batches.asked} "
+                   f"for memory (~{describe_bytes(batches.sample_bytes)} a sample, "
+                   f"{describe_bytes(batches.available_bytes or 0)} available)")
     sizes = result.weight_bytes()
     out.append(f"- quantisable-layer weights as deployed: {_kib(sizes['int8'])} int8 + {_kib(sizes['float'])} float "
                f"(all fp32: {_kib(sizes['all_fp32'])})")

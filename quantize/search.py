@@ -36,7 +36,7 @@ from typing import Callable, Mapping, Sequence
 
 
 from edgekit.core import atomic, executors
-from edgekit.model.artifacts import QuantizedModel, StaticModel, sha256_file
+from edgekit.model.artifacts import CalibrationBatches, QuantizedModel, StaticModel, sha256_file
 from edgekit.contracts.settings import CALIBRATION_ALGOS, QuantConfig
 from edgekit.model.data import Samples
 from edgekit.core.errors import ConfigError, QuantizeError
@@ -136,7 +136,7 @@ class Calibrator:
 
     def __init__(self, model: StaticModel, samples: Samples, cfg: QuantConfig, scratch: Path,
                  cache: Path | None = None, quantize: Quantize = ptq.quantize_int8,
-                 requantize: Requantize | None = None) -> None:
+                 requantize: Requantize | None = None, batches: CalibrationBatches | None = None) -> None:
         self.model, self.samples, self.cfg = model, samples, cfg
         self.scratch = scratch.absolute()            # PaddleSlim runs in its own working directory
         self.cache = cache.absolute() if cache is not None else None
@@ -146,6 +146,12 @@ class Calibrator:
         self._model_digest = model_digest(model)
         self._data_digest = samples.digest()
         self._settings = calibration_settings(cfg)
+        # one batch for every calibration of this model (a worker is handed the parent's): mse and emd thresholds
+        # depend on it, so a batch lowered for memory is part of the key; a batch as asked keeps the keys as they were
+        self.batches = batches or (ptq.plan_batches(model, samples, cfg, algos=cfg.search_algos or (cfg.algo,))
+                                   if quantize is ptq.quantize_int8 else None)
+        if self.batches is not None and self.batches.lowered:
+            self._settings = dict(self._settings, calibration_batch=self.batches.batch_size)
         self.calibrations = 0                        # how many times PaddleSlim ran the calibration data
         self.replays = 0                             # float lists built from a calibration's thresholds
 
@@ -186,6 +192,8 @@ class Calibrator:
                 self.replays += 1
             else:
                 extra = {"float_ops": float_ops} if float_ops else {}     # a Quantize without the keyword still works
+                if self.batches is not None:
+                    extra["batches"] = self.batches
                 quantized = self._quantize(self.model, self.samples, cfg, tmp, skip, **extra)
                 self.calibrations += 1
             names = [p.name for p in quantized.model.files()]
@@ -196,6 +204,8 @@ class Calibrator:
                      "calibration_samples": quantized.calibration_samples, "seconds": round(quantized.seconds, 3),
                      "calibration_sha256": getattr(quantized, "calibration_sha256", ""),
                      "float_activations": list(getattr(quantized, "float_activations", ())),
+                     "calibration_batches": quantized.calibration_batches.to_json()
+                     if getattr(quantized, "calibration_batches", None) is not None else None,
                      "op_types": list(quantized.model.op_types), "model_file": quantized.model.model_file.name,
                      "params_file": quantized.model.params_file.name if quantized.model.params_file else None,
                      "files": {name: sha256_file(tmp / name) for name in names}}
@@ -218,7 +228,9 @@ class Calibrator:
                              tuple(entry["op_types"]), self.model.sources)
         return QuantizedModel(static, entry["algo"], int(entry["calibration_samples"]), float(entry["seconds"]),
                               calibration_sha256=entry.get("calibration_sha256", ""),
-                              float_activations=tuple(entry.get("float_activations", ())))
+                              float_activations=tuple(entry.get("float_activations", ())),
+                              calibration_batches=CalibrationBatches.from_json(entry["calibration_batches"])
+                              if entry.get("calibration_batches") else None)
 
 
 class ScoreStore:
@@ -439,11 +451,18 @@ class QuantSearchResult:
         }
 
 
+def calibration_memory_mb(calibrate: "Calibrator") -> int:
+    """What one calibration task claims from a pool: the measured floor, or its batch's estimate when larger."""
+    found = calibrate.batches.task_memory_mb() if calibrate.batches is not None else 0
+    return max(CALIBRATION_MEMORY_MB, found)
+
+
 def calibrate_and_score(model: StaticModel, samples: Samples, cfg: QuantConfig, scratch: Path, cache: Path | None,
-                        quantize: Quantize, algo: str, skip: tuple[str, ...], judge: Evaluator) -> tuple[Score, bool, int, int]:
+                        quantize: Quantize, algo: str, skip: tuple[str, ...], judge: Evaluator,
+                        batches: CalibrationBatches | None = None) -> tuple[Score, bool, int, int]:
     """One candidate on a worker: calibrate into the shared scratch/cache (as the search itself would), then score.
     Returns (score, reused, calibrations run, replays)."""
-    calibrator = Calibrator(model, samples, cfg, scratch, cache, quantize)
+    calibrator = Calibrator(model, samples, cfg, scratch, cache, quantize, batches=batches)
     calibrated = calibrator(algo, skip)
     return judge.score(calibrated.quantized.model), calibrated.reused, calibrator.calibrations, calibrator.replays
 
@@ -487,7 +506,7 @@ def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Sam
     calibrate = Calibrator(model, calibration, cfg, work_dir / "calibrations", cache_dir, quantize)
     scores = ScoreStore(cache_dir)
     own = executor is None
-    executor = executors.from_environment(memory_mb=CALIBRATION_MEMORY_MB) if own else executor
+    executor = executors.from_environment(memory_mb=calibration_memory_mb(calibrate)) if own else executor
     try:
         result = _search(model, calibration, evaluation, cfg, plan, quantize, evaluator, calibrate, scores, executor,
                          coster, no_cost)
@@ -510,14 +529,15 @@ def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: 
         if not executor.concurrent:
             return                                  # in order, in this process: exactly the loop below
         keys, tasks = [], []
+        task_memory = calibration_memory_mb(calibrate)
         for algo, skip in wanted:
             key = score_key(calibrate.key(algo, skip), judges[id(judge)])
             if key in ahead or key in keys or scores.get(key) is not None:
                 continue
             keys.append(key)
             tasks.append(executors.Task(calibrate_and_score, (model, calibration, cfg, calibrate.scratch, calibrate.cache,
-                                                              quantize, algo, tuple(skip), judge),
-                                        executors.Resources(cpus=1, memory_mb=CALIBRATION_MEMORY_MB)))
+                                                              quantize, algo, tuple(skip), judge, calibrate.batches),
+                                        executors.Resources(cpus=1, memory_mb=task_memory)))
         for key, outcome in zip(keys, executor.run(tasks)):
             if not outcome.ok:
                 if isinstance(outcome.error, QuantizeError):

@@ -144,7 +144,9 @@ def _quantization(rec: BuildRecord) -> dict:
              "calibration_samples": quantized.calibration_samples, "seconds": round(quantized.seconds, 3),
              "ops": count_quantized_ops(quantized.model), "settings": cfg.to_json()["quant"],
              # activations of rank 0/1 PaddleSlim's samplers are never given: they stay float (quantize/ptq.py)
-             "float_activations": list(getattr(quantized, "float_activations", ()))}
+             "float_activations": list(getattr(quantized, "float_activations", ())),
+             # the batches PaddleSlim was fed: the one asked for, the one used, and whether it was lowered for memory
+             "calibration_batches": quantized.calibration_batches.to_json() if quantized.calibration_batches else None}
     if rec.search is not None:
         entry["search"] = rec.search.to_json()
         entry["data_checks"] = list(rec.data_warnings)

@@ -235,7 +235,7 @@ def import_metric(rec: StageView) -> StageView:
     if rec.geometry is not None and rec.geometry.bound is not None:
         inputs.update({by_feed[name]: np.tile(np.float32(value), (len(evaluation), 1))
                        for name, value in rec.geometry.bound.items()})
-    batch = batch_limit(rec.static)      # one sample at a time where the import found the batch fixed
+    batch = batch_limit(rec.static, evaluation.inputs)   # the fixed batch, else as memory allows
     lifted = rec.onnx_import.details.get("nms")
     if lifted is None:
         source, imported, names, judged = (onnxruntime_run(cfg.model.model_file, inputs, batch), reference,

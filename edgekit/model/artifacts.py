@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Mapping
 
 from edgekit.contracts.settings import InputSpec
+from edgekit.core import memory as memory_rule
 
 
 def sha256_file(path: Path) -> str:
@@ -41,6 +42,48 @@ class StaticModel:
 
 
 @dataclass(frozen=True)
+class CalibrationBatches:
+    """How the calibration samples go through PaddleSlim: `batch_nums` batches of `batch_size`."""
+
+    batch_size: int
+    batch_nums: int
+    asked: int                             # the batch the settings (or a fixed-batch program) asked for
+    sample_bytes: int = 0                  # estimated memory one sample holds during calibration; 0 = not estimated
+    available_bytes: int | None = None     # the host's MemAvailable when the batch was chosen
+
+    @property
+    def samples(self) -> int:
+        return self.batch_size * self.batch_nums
+
+    @property
+    def lowered(self) -> bool:
+        return self.batch_size < self.asked
+
+    def reason(self) -> str:
+        """Why the batch is smaller than asked, as one sentence; "" when it is not."""
+        if not self.lowered:
+            return ""
+        return (f"calibrating in batches of {self.batch_size}, not {self.asked}, for memory: one sample holds "
+                f"~{memory_rule.describe_bytes(self.sample_bytes)} during calibration and "
+                f"{memory_rule.describe_bytes(self.available_bytes or 0)} is available (at most "
+                f"{memory_rule.MEMORY_FRACTION:.0%} of it is used); {self.batch_nums} batches keep the {self.samples} samples")
+
+    def task_memory_mb(self) -> int:
+        """What one calibration claims from a pool sizing its workers: its batch's estimate over the memory fraction."""
+        return int(self.batch_size * self.sample_bytes / memory_rule.MEMORY_FRACTION) >> 20
+
+    def to_json(self) -> dict:
+        return {"batch_size": self.batch_size, "batch_nums": self.batch_nums, "asked": self.asked,
+                "lowered_for_memory": self.lowered, "sample_bytes": self.sample_bytes,
+                "available_bytes": self.available_bytes}
+
+    @classmethod
+    def from_json(cls, raw: dict) -> "CalibrationBatches":
+        return cls(int(raw["batch_size"]), int(raw["batch_nums"]), int(raw["asked"]), int(raw.get("sample_bytes", 0)),
+                   raw.get("available_bytes"))
+
+
+@dataclass(frozen=True)
 class QuantizedModel:
     """PaddleSlim's quantised inference model (fake-quant ops: the INT8 simulation on the host)."""
 
@@ -50,6 +93,7 @@ class QuantizedModel:
     seconds: float
     calibration_sha256: str = ""         # digest of the exact calibration tensors used
     float_activations: tuple[str, ...] = ()   # activations of rank < 2 left uncalibrated (float), see quantize/ptq.py
+    calibration_batches: CalibrationBatches | None = None   # None: made without a calibration record (old cache entry)
 
 
 @dataclass(frozen=True)

@@ -32,17 +32,57 @@ def test_shifted_and_rescaled_calibration_data():
     assert any("ratio 0.00" in w for w in found)
 
 
+def _pair(batches):
+    return batches.batch_size, batches.batch_nums
+
+
 def test_calibration_batches_keep_the_sample_budget_for_fixed_batch_programs():
     from edgekit.contracts.settings import QuantConfig
     from edgekit.core.errors import DataError
     from edgekit.quantize.ptq import calibration_batches
 
     cfg = QuantConfig(batch_size=16, batch_nums=8)                       # a budget of 128 samples
-    assert calibration_batches(500, cfg) == (16, 8)
-    assert calibration_batches(500, cfg, fixed_batch=1) == (1, 128)      # batch 1 fixed: 128 batches, not 8
-    assert calibration_batches(100, cfg) == (16, 6)                      # whole batches of what there is
-    assert calibration_batches(100, cfg, fixed_batch=3) == (3, 33)
+    assert _pair(calibration_batches(500, cfg)) == (16, 8)
+    assert _pair(calibration_batches(500, cfg, fixed_batch=1)) == (1, 128)      # batch 1 fixed: 128 batches, not 8
+    assert _pair(calibration_batches(100, cfg)) == (16, 6)                      # whole batches of what there is
+    assert _pair(calibration_batches(100, cfg, fixed_batch=3)) == (3, 33)
     with pytest.raises(DataError, match="at least 16"):
         calibration_batches(12, cfg)
     with pytest.raises(DataError, match="at least 8"):
         calibration_batches(7, cfg, fixed_batch=1)
+
+
+GB = 1 << 30
+
+
+def test_calibration_batch_is_lowered_to_what_a_quarter_of_the_available_memory_holds():
+    """PP-OCRv5 det at 960x960: ~1.17 GB a sample (folded program), batch 16 was killed on a 24 GB host."""
+    from edgekit.contracts.settings import QuantConfig
+    from edgekit.quantize.ptq import calibration_batches
+
+    cfg = QuantConfig(batch_size=16, batch_nums=8)
+    found = calibration_batches(16, cfg, sample_bytes=int(1.17 * GB), memory_bytes=int(19.7 * GB))
+    assert _pair(found) == (4, 4) and found.samples == 16 and found.lowered      # 4.9 GB usable: 4 fit
+    assert "batches of 4, not 16" in found.reason() and "1.17 GiB" in found.reason() and "19.70 GiB" in found.reason()
+    assert found.to_json()["lowered_for_memory"] is True and found.to_json()["asked"] == 16
+    roomy = calibration_batches(500, cfg, sample_bytes=50 << 20, memory_bytes=19 * GB)
+    assert _pair(roomy) == (16, 8) and not roomy.lowered and roomy.reason() == ""
+    # the same 128 samples as batch 16 would use, in more batches: 9 fit but only divisors of 128 keep them
+    assert _pair(calibration_batches(500, cfg, sample_bytes=1 * GB, memory_bytes=36 * GB)) == (8, 16)
+    assert _pair(calibration_batches(500, cfg, sample_bytes=40 * GB, memory_bytes=18 * GB)) == (1, 128)   # never below 1
+    assert _pair(calibration_batches(500, cfg, sample_bytes=40 * GB, memory_bytes=None)) == (16, 8)   # unknown memory
+    # a fixed-batch program keeps its batch whatever the memory
+    assert _pair(calibration_batches(500, cfg, fixed_batch=4, sample_bytes=40 * GB, memory_bytes=GB)) == (4, 32)
+
+
+def test_fitting_batch_reads_memavailable(monkeypatch):
+    from edgekit.core import executors, memory
+
+    monkeypatch.setattr(executors, "available_memory_mb", lambda: 8192)
+    assert memory.available_bytes() == 8 * GB
+    assert memory.fitting_batch(32, 50 << 20, memory.available_bytes()) == 32      # 1.6 GB of the 2 GB usable
+    assert memory.fitting_batch(32, 100 << 20, 8 * GB) == 20                # 2 GB / 100 MB
+    assert memory.fitting_batch(32, 100 << 20, 8 * GB, divides=32) == 16
+    assert memory.fitting_batch(1, 200 << 20, 1) == 1
+    monkeypatch.setattr(executors, "available_memory_mb", lambda: None)
+    assert memory.available_bytes() is None
