@@ -90,12 +90,16 @@ BEGIN, END = "<!-- zoo table: bench/zoo.py writes between these lines -->", "<!-
 
 def merge(store: dict, rows: list[dict], command: str, day: str) -> dict:
     """`store` (model -> its row as last measured) with this run's rows merged in: a build replaces the build of
-    the same precision only, so an INT8-only run keeps the model's FP32 figures; each build says what measured it."""
+    the same precision only, so an INT8-only run keeps the model's FP32 figures; each build says what measured it.
+    A skipped row (the wheel could not be fetched) keeps the figures stored, noting the skip."""
     merged = {name: json.loads(json.dumps(row)) for name, row in store.items()}
     for row in rows:
         fresh = json.loads(json.dumps(row))
         for build in fresh.get("builds", {}).values():
             build["measured_by"] = f"{command}, {day}"
+        if "skipped" in fresh and "builds" in merged.get(fresh["model"], {}):
+            merged[fresh["model"]]["last_skipped"] = f"{fresh['skipped']} ({command}, {day})"   # figures kept
+            continue
         if "skipped" in fresh or fresh["model"] not in merged or "skipped" in merged[fresh["model"]]:
             merged[fresh["model"]] = fresh
             continue
@@ -119,10 +123,12 @@ def write_docs(path: Path, rows: list[dict], command: str, order: list[str]) -> 
     """The table between the markers, from the rows stored beside it (`path` with `.json`: every model's builds as
     last measured, this run's merged in per precision), in the suite's order. A model the store does not hold keeps
     its line as it was (an older line without the instructions column gets a "–" there)."""
+    from edgekit.core import atomic
+
     store_path = path.with_suffix(".json")
     store = json.loads(store_path.read_text(encoding="utf-8")) if store_path.exists() else {}
     store = merge(store, rows, command, time.strftime("%Y-%m-%d"))
-    store_path.write_text(json.dumps(store, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+    atomic.write_text(store_path, json.dumps(store, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     kept: dict[str, str] = {}
     if BEGIN in text and END in text:
@@ -141,7 +147,7 @@ def write_docs(path: Path, rows: list[dict], command: str, order: list[str]) -> 
         text = text[:text.index(BEGIN)] + table + text[text.index(END) + len(END):]
     else:
         text = text + "\n" + table + "\n"
-    path.write_text(text, encoding="utf-8")
+    atomic.write_text(path, text)
 
 
 def main(argv: list[str]) -> int:

@@ -407,7 +407,7 @@ def _probe_inputs(model, fixed_inputs: Mapping[str, tuple[int, ...]], probe_shap
 
 def _with_geometry(draw: dict[str, np.ndarray], concrete: Mapping[str, tuple], layout: str) -> dict[str, np.ndarray]:
     """`draw` with the geometry inputs (export/geometry.py's rule) holding `geometry_values` of the image tensor."""
-    from edgekit.model.data import geometry_values
+    from edgekit.model.data import geometry_rows, geometry_values
 
     from .geometry import bound_feeds, tensor_size
 
@@ -417,16 +417,14 @@ def _with_geometry(draw: dict[str, np.ndarray], concrete: Mapping[str, tuple], l
         return draw
     (image,) = [s.name for s in specs if s.name not in names]
     hw = tensor_size(draw[image].shape, layout)
-    return {**draw, **{n: np.tile(geometry_values(n, hw), (len(draw[image]), 1)) for n in names}}
+    return {**draw, **geometry_rows({n: geometry_values(n, hw) for n in names}, len(draw[image]))}
 
 
 def _onnxruntime_outputs(onnx_path: Path, draws: list[dict[str, np.ndarray]]) -> list[list[np.ndarray]]:
-    try:
+    with onnxrt.answers(f"ONNX Runtime cannot run {onnx_path.name} on the probe inputs",
+                        "check the model with ONNX Runtime directly; give the input shapes it expects with --input"):
         session = onnxrt.session(onnx_path)
         return [[np.asarray(o) for o in session.run(None, draw)] for draw in draws]
-    except Exception as exc:  # onnxruntime raises its own Fail/InvalidArgument/RuntimeException types
-        raise InputModelError(f"ONNX Runtime cannot run {onnx_path.name} on the probe inputs: {_first_line(exc)}",
-                              "check the model with ONNX Runtime directly; give the input shapes it expects with --input") from exc
 
 
 def fixed_batch(model) -> int | None:

@@ -39,6 +39,7 @@ from . import program as prog
 from .legalize import constant_values
 
 OP = "multiclass_nms3"
+HINT = "check the model in ONNX Runtime; or export it without NMS (boxes and scores as outputs)"
 
 
 @dataclass(frozen=True)
@@ -146,8 +147,11 @@ def network(model, lift: Lift):
     """`model` up to the NMS op's inputs: the graph's outputs are the boxes and the scores it reads."""
     import onnx
 
+    from . import onnxrt
+
     inputs = [vi.name for vi in model.graph.input if vi.name not in {i.name for i in model.graph.initializer}]
-    return onnx.utils.Extractor(model).extract_model(inputs, [lift.boxes, lift.scores])
+    with onnxrt.answers(f"onnx cannot cut the graph at the inputs of its NMS ({lift.boxes}, {lift.scores})", HINT):
+        return onnx.utils.Extractor(model).extract_model(inputs, [lift.boxes, lift.scores])
 
 
 def append(model: StaticModel, lift: Lift, out_dir: Path) -> StaticModel:
@@ -189,16 +193,17 @@ def rows_check(source, model: StaticModel, lift: Lift, feed_map: Mapping[str, st
 
     from . import onnxrt
 
-    session = onnxrt.session(source.SerializeToString())
-    names = [o.name for o in session.get_outputs()]
-    runner = StaticRunner(model)
+    images = [{k: v[i:i + 1] for k, v in draw.items()} for draw in draws for i in range(len(next(iter(draw.values()))))]
     onnx_rows, paddle_rows = [], []
-    for draw in draws:
-        for i in range(len(next(iter(draw.values())))):
-            one = {k: v[i:i + 1] for k, v in draw.items()}
+    with onnxrt.answers(f"ONNX Runtime cannot run {source_name} with its NMS on the probe inputs", HINT):
+        session = onnxrt.session(source.SerializeToString())
+        names = [o.name for o in session.get_outputs()]
+        for one in images:
             found = dict(zip(names, session.run(None, one)))
             onnx_rows += canonical(found[lift.rows], found[lift.count])
-            paddle_rows += canonical(*runner.run({feed_map[k]: v for k, v in one.items() if k in feed_map}))
+    runner = StaticRunner(model)
+    for one in images:
+        paddle_rows += canonical(*runner.run({feed_map[k]: v for k, v in one.items() if k in feed_map}))
     agreed = rows_agree(onnx_rows, paddle_rows, TOLERANCES["nms"].max_abs)
     if not agreed["agree"]:
         raise InputModelError(f"the {OP} op written for {source_name}'s NonMaxSuppression gives other rows than ONNX "
@@ -222,8 +227,10 @@ def at_op_inputs(source, recorded: Mapping, static: StaticModel, inputs: Mapping
     from . import onnxrt
 
     reads = recorded["reads"]
-    session = onnxrt.session(network(source, Lift("", reads["boxes"], reads["scores"], "", "", {})).SerializeToString())
-    boxes, scores = run_batched(lambda chunk: [np.asarray(o) for o in session.run(None, chunk)], dict(onnx_inputs), batch)
+    with onnxrt.answers("ONNX Runtime cannot run the model up to its NMS op's inputs on the evaluation data", HINT):
+        session = onnxrt.session(network(source, Lift("", reads["boxes"], reads["scores"], "", "", {})).SerializeToString())
+        boxes, scores = run_batched(lambda chunk: [np.asarray(o) for o in session.run(None, chunk)], dict(onnx_inputs),
+                                    batch)
     ops = find_nms(static)
     program = cut(static, ops[0], work) if ops else static
     return [boxes, np.transpose(scores, (0, 2, 1))], StaticRunner(program).run(dict(inputs)), [reads["boxes"], reads["scores"]]

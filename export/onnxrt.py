@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 
 # ONNX Runtime logs a failing node in red on stderr (severity ERROR) before it raises; the import checks catch the
 # exception and say in their own words what it means (a simplification dropped, a model refused), so only FATAL
@@ -33,3 +35,19 @@ def session(model, *, as_written: bool = False):
 
     return ort.InferenceSession(model if isinstance(model, bytes) else str(model), options(as_written=as_written),
                                 providers=["CPUExecutionProvider"])
+
+
+@contextlib.contextmanager
+def answers(what: str, hint: str):
+    """ONNX Runtime's (and onnx's) own errors inside the block as one InputModelError line, "`what`: <the error's
+    first line>" (they raise Fail/InvalidArgument/RuntimeException/ValueError types of their own)."""
+    from edgekit.core.errors import EdgekitError, InputModelError
+
+    try:
+        yield
+    except EdgekitError:
+        raise
+    except Exception as exc:
+        lines = str(exc).strip().splitlines()
+        raise InputModelError(f"{what}: {(lines[0] if lines else type(exc).__name__)[:200]}",
+                              hint) from exc

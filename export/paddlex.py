@@ -351,8 +351,10 @@ def _to_chw(b: _Builder, args: Mapping, where: str) -> None:
 
 DET_STRIDE = 32
 # how PaddleOCR's DetResizeForTest sizes a page for each limit type (ppocr/data/imaug/operators.py)
+# DetResizeForTest's `resize_long: N` key (PaddleOCR's resize type 2) and its `limit_type` values (type 0)
+DET_RESIZE_LONG = "scales each page so its long side is {side}, then rounds each side up to a multiple of 128"
 DET_LIMITS = {
-    "resize_long": "scales each page so its long side is {side}, then rounds each side up to a multiple of 128",
+    "resize_long": "scales each page so its long side is {side}, each side then rounded to a multiple of 32",
     "max": "scales a page down until its long side is at most {side} (never up), each side then rounded to a "
            "multiple of 32",
     "min": "scales a page up until its short side is at least {side} (never down), each side then rounded to a "
@@ -384,8 +386,8 @@ def _det_resize_for_test(b: _Builder, args: Mapping, where: str) -> None:
     side = args[side_key]
     if not isinstance(side, int) or isinstance(side, bool) or side <= 0:
         raise _Refusal(f"{where}.{side_key} is {side!r}, not a positive integer")
-    limit = "resize_long" if side_key == "resize_long" else str(args.get("limit_type", "min"))
-    if limit not in DET_LIMITS:
+    limit = None if side_key == "resize_long" else str(args.get("limit_type", "min"))
+    if limit is not None and limit not in DET_LIMITS:
         raise _Refusal(f"{where}.limit_type is {limit!r}, not one of {', '.join(DET_LIMITS)} (PaddleOCR refuses it too)",
                        HINT_EXPORT)
     # DB's feature pyramid needs sides divisible by 32
@@ -393,7 +395,7 @@ def _det_resize_for_test(b: _Builder, args: Mapping, where: str) -> None:
     b.default_size = (size, size)
     b.default_from = f"inference.yml's {where} ({said}{', rounded up to a multiple of 32' if size != side else ''})"
     b.resize, b.mode = (size, size), "letterbox"
-    b.notes.append(f"{where} ({said}): PaddleX {DET_LIMITS[limit].format(side=side)}; edgekit letterboxes each page "
+    b.notes.append(f"{where} ({said}): PaddleX {(DET_LIMITS.get(limit) or DET_RESIZE_LONG).format(side=side)}; edgekit letterboxes each page "
                    f"into the model's fixed input ({size}x{size} unless the program or --input fixes another): the "
                    "long side fills it, the aspect ratio is kept, the rest is padded")
 

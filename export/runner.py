@@ -27,10 +27,8 @@ def batch_limit(model: StaticModel, inputs: Mapping[str, np.ndarray] | None = No
     """Samples per run: a fixed batch dimension's size; else up to MAX_BATCH, as many as the memory rule lets the
     program's per-sample activations take at the sizes of `inputs` (edgekit/core/memory.py; PP-OCRv5 det at
     960x960 needs ~70 MB a sample by the program, 50 MB measured). `program`: the loaded program, else it is read."""
-    dims = {f.shape[0] for f in model.feeds}
-    fixed = [d for d in dims if d > 0]
-    if fixed:
-        return fixed[0]
+    if model.fixed_batch is not None:
+        return model.fixed_batch
     if not inputs:
         return MAX_BATCH
     from edgekit.core import memory

@@ -17,7 +17,9 @@ NOT_BUILD_INPUTS = (".md", ".sh")   # native/'s README and install-deps.sh chang
 PRUNE_AFTER_SECONDS = 3600  # never remove a build younger than this (a process that does not mark its use, e.g. an
                             # older checkout sharing the cache, may be running it)
 
-_IN_USE: dict[str, IO[str]] = {}    # cache entries this process uses -> the open file holding its shared lock
+# Cache entries this process uses -> the open file holding its shared lock. Process-wide state on purpose: a lock
+# must live as long as the process may run the entry's binaries, and the OS releases it when the process ends.
+_IN_USE: dict[str, IO[str]] = {}
 
 
 def tool_line(argv: list[str]) -> str:

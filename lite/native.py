@@ -255,6 +255,9 @@ def _prune(folder: Path, abi: Abi, keep: Path) -> None:
     for old in entries[CACHE_KEEP - 1:]:
         if ages[old] > PRUNE_AFTER_SECONDS:
             remove_if_unused(old)
+    for gone in folder.glob(f".{abi.value}-*.gone-*"):     # what a removal renamed away but could not delete whole
+        if (age_seconds(gone, now) or 0) > PRUNE_AFTER_SECONDS:
+            shutil.rmtree(gone, ignore_errors=True)
 
 
 def emulator_argv(abi: Abi | str, runtime: LiteRuntime | None, cpu_profile: str | CpuProfile = "default", *,

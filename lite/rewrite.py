@@ -24,7 +24,7 @@ program as it was (docs/toolchain.md lists what was measured):
   the scalar `pooling_basic`, which compares the pooling type as a string per value (cls: 4.34 M of 11.7 M INT8
   instructions, the per-op profile). The input is stacked on itself (a `concat` along H: [N, C, 4, W], a memcpy),
   pooled on the NEON path into two equal rows, and the first kept (a `split` along H, a memcpy): the same values;
-- `flatten_to_reshape` (x86; for arm only when opt crashed without it: edgekit.build.stages.convert_target
+- `flatten_to_reshape` (x86; for arm only when opt crashed without it: lite/safe.py convert_safe
   retries, measured on MobileNetV2): opt segfaults on Paddle 2.6's `flatten_contiguous_range`
   (Lite's op expects an `XShape` output Paddle 2.6 no longer writes); `reshape2` with shape
   `[0]*start + [-1] + [0]*(ndim-stop-1)` computes the same tensor.

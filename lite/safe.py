@@ -5,7 +5,7 @@ when opt crashed on a program that holds it.
 opt 2.13rc0 crashes on flatten for x86 always (so `lite_safe` rewrites it for x86), and for ARM on some programs:
 measured on MobileNetV2 once relu6's threshold is restored, and on the public PP-OCRv5 mobile rec. Every
 conversion goes through `convert_safe`: the bundle's `.nb`, the x86 twin, tier C's FP32 reference, the INT8
-search's cost counts and the NMS keep probe. (The search's FP32 count and tier C's FP32 reference of the PP-OCRv5
+search's cost counts, the NMS keep probe, and pruning's `.nb` sizes (pruned, unpruned, unpruned INT8). (The search's FP32 count and tier C's FP32 reference of the PP-OCRv5
 rec INT8 build died from SIGSEGV when only the target stage retried.)
 """
 
@@ -42,10 +42,16 @@ def convert_safe(model: StaticModel, places: str, out_file: Path, work: Path, sa
 
     try:
         return run(safe, rewrites)
-    except ConversionError:
-        if places == "x86" or "flatten_contiguous_range" not in safe.op_types:
+    except ConversionError as first:
+        # only a crash (opt died from a signal) is retried: a timeout or a refusal would only fail twice
+        crashed_on_flatten = "died from" in first.message and "flatten_contiguous_range" in safe.op_types
+        if places == "x86" or not crashed_on_flatten:
             raise
+        crashed = first
     retried, done = run_passes(safe, [rewrite_pass("flatten-retry", flatten_to_reshape, work, dict(samples))])
-    log.warning("paddle_lite_opt failed on flatten_contiguous_range for %s: retrying with it rewritten to reshape2",
-                places)
-    return run(retried, rewrites + tuple(r.facts for r in done if r.changed))
+    log.warning("paddle_lite_opt crashed on a program with flatten_contiguous_range for %s: retrying with it "
+                "rewritten to reshape2", places)
+    try:
+        return run(retried, rewrites + tuple(r.facts for r in done if r.changed))
+    except ConversionError as again:
+        raise again from crashed

@@ -20,7 +20,7 @@ from edgekit.contracts import files as contracts
 from edgekit.core import atomic
 from edgekit.model.artifacts import StaticModel, sha256_file
 from edgekit.contracts.settings import BuildConfig
-from edgekit.model.evalset import evaluation_set
+from edgekit.model.evalset import evaluation_set, synthetic
 from edgekit.core.errors import BundleError
 
 from edgekit.contracts.prune import PruneConfig
@@ -44,23 +44,17 @@ def prune_model(cfg: BuildConfig, prune_cfg: PruneConfig, work: Path) -> PrunedM
 def measure_nb(pruned: PrunedModel, work: Path, timeout: float,
                samples: Mapping[str, np.ndarray] | None = None) -> PrunedModel:
     """`pruned` with the ARM fp32 .nb size before and after in its report, each converted as a build converts it
-    (`lite.convert_safe`: its rewrites are checked on `samples`, else on seeded random inputs of the feeds' shapes)."""
+    (`lite.convert_safe`: its rewrites are checked on `samples`, else on `evalset.synthetic` inputs)."""
     from edgekit.lite import convert_safe, read_header
 
     report = pruned.report
     for name, model in (("unpruned", pruned.unpruned), ("pruned", pruned.model)):
         if model is not None:
-            drawn = dict(samples) if samples is not None else _random_inputs(model)
+            drawn = dict(samples) if samples is not None else synthetic(model.feeds, 2).inputs
             lite = convert_safe(model, "arm", work / f"{name}.nb", work / f"rewrite-{name}", drawn, timeout=timeout,
                                 target="arm64", precision="fp32")
             report = report.with_nb(name, read_header(lite.nb_file))
     return replace(pruned, report=report)
-
-
-def _random_inputs(model: StaticModel, batch: int = 2, open_dim: int = 32) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(0)
-    return {f.name: rng.standard_normal([batch] + [d if d > 0 else open_dim for d in f.shape[1:]]).astype(f.dtype)
-            for f in model.feeds}
 
 
 def prune_to_folder(cfg: BuildConfig, prune_cfg: PruneConfig) -> tuple[Path, PrunedModel]:

@@ -214,9 +214,8 @@ def plan_batches(model: StaticModel, samples: Samples, cfg: QuantConfig, quantiz
                  memory_bytes: int | None = None, algos: tuple[str, ...] = ()) -> CalibrationBatches:
     """`calibration_batches` for `model` on `samples`, with its memory estimate for `algos` (default: cfg.algo) and
     the host's MemAvailable (or `memory_bytes`)."""
-    fixed = {f.shape[0] for f in model.feeds if f.shape[0] > 0}
-    if fixed or cfg.batch_size <= 1:
-        return calibration_batches(len(samples), cfg, fixed.pop() if fixed else None)
+    if model.fixed_batch is not None or cfg.batch_size <= 1:
+        return calibration_batches(len(samples), cfg, model.fixed_batch)
     per_sample = calibration_sample_bytes(model, samples, quantizable, algos or (cfg.algo,))
     return calibration_batches(len(samples), cfg, None, per_sample,
                                memory.available_bytes() if memory_bytes is None else memory_bytes)

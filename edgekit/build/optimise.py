@@ -24,7 +24,7 @@ from edgekit.contracts.settings import BuildConfig
 from edgekit.core.errors import ConversionError
 from edgekit.core.tables import TARGETS
 from edgekit.model.artifacts import StaticModel
-from edgekit.model.data import Samples
+from edgekit.model.data import Samples, geometry_rows
 from edgekit.model.evalset import EvalSet
 from edgekit.model.passes import Pass, PassRecord, PassResult
 
@@ -124,7 +124,7 @@ def _paddle3_cut_reference(p: Prepared, cut: StaticModel, report: Mapping, op_ty
 
     inputs = dict(p.evaluation.samples.inputs)
     count = len(next(iter(inputs.values())))
-    inputs.update({name: np.tile(np.float32(value), (count, 1)) for name, value in p.bound})
+    inputs.update(geometry_rows(dict(p.bound), count))
     outputs, check = reference_at_cut(cut, report, inputs, op_type, work / "nms" / "paddle3-reference", cfg.tool_timeout)
     log.info("the cut program's reference: Paddle 3 on the source up to %s (translation max abs %.3g)", op_type,
              check["max_abs"])

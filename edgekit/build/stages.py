@@ -219,13 +219,12 @@ def import_metric(rec: StageView) -> StageView:
     With truth the task metric decides (export/import_gate.py). An NMS op written for paddle2onnx's pattern
     (export/onnx_nms.py, checked on its rows at import) is judged at its inputs, where X2Paddle's conversion ends,
     whether the build kept it or cut it."""
-    import numpy as np
-
     from edgekit.export import onnx_nms
     from edgekit.export.import_gate import judge_on_data
     from edgekit.export.onnx_import import load_onnx, onnxruntime_run
     from edgekit.export.runner import batch_limit
     from edgekit.lite.nms import cut_task, find_nms
+    from edgekit.model.data import geometry_rows
     from edgekit.model.evalset import EvalSet
 
     cfg, evaluation = rec.cfg, rec.evaluation
@@ -233,8 +232,7 @@ def import_metric(rec: StageView) -> StageView:
     by_feed = {feed: onnx for onnx, feed in rec.aliases.items()}
     inputs = {by_feed[k]: v for k, v in evaluation.inputs.items()}
     if rec.geometry is not None and rec.geometry.bound is not None:
-        inputs.update({by_feed[name]: np.tile(np.float32(value), (len(evaluation), 1))
-                       for name, value in rec.geometry.bound.items()})
+        inputs.update({by_feed[name]: rows for name, rows in geometry_rows(rec.geometry.bound, len(evaluation)).items()})
     batch = batch_limit(rec.static, evaluation.inputs)   # the fixed batch, else as memory allows
     lifted = rec.onnx_import.details.get("nms")
     if lifted is None:

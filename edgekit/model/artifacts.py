@@ -37,6 +37,13 @@ class StaticModel:
     def feed_names(self) -> tuple[str, ...]:
         return tuple(f.name for f in self.feeds)
 
+    @property
+    def fixed_batch(self) -> int | None:
+        """The batch size the feeds fix (e.g. 1 in an ONNX export that bakes it), else None: every run of the program
+        (calibration, reference, tiers) then feeds exactly that many samples."""
+        fixed = sorted({f.shape[0] for f in self.feeds if f.shape and f.shape[0] > 0})
+        return fixed[0] if fixed else None
+
     def files(self) -> list[Path]:
         return [p for p in (self.model_file, self.params_file) if p is not None]
 

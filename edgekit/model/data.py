@@ -262,6 +262,11 @@ def geometry_values(name: str, tensor_hw: tuple[int, int]) -> np.ndarray:
     raise ValueError(f"{name!r} is not a geometry feed")
 
 
+def geometry_rows(values: Mapping[str, Sequence[float]], count: int) -> dict[str, np.ndarray]:
+    """Geometry feeds as fed for `count` images: each feed's value repeated, [count, 2] float32."""
+    return {name: np.tile(np.asarray(value, np.float32), (count, 1)) for name, value in values.items()}
+
+
 def with_geometry(samples: Samples, feed_names: Sequence[str], image: str, layout: str) -> Samples:
     """`samples` of the image feed, with the geometry feeds among `feed_names` added ([N, 2] each)."""
     names = [n for n in feed_names if geometry_name(n)]
@@ -269,7 +274,7 @@ def with_geometry(samples: Samples, feed_names: Sequence[str], image: str, layou
         return samples
     arr = samples.inputs[image]
     hw = (arr.shape[2], arr.shape[3]) if layout == "NCHW" else (arr.shape[1], arr.shape[2])
-    added = {n: np.tile(geometry_values(n, (int(hw[0]), int(hw[1]))), (len(arr), 1)) for n in names}
+    added = geometry_rows({n: geometry_values(n, (int(hw[0]), int(hw[1]))) for n in names}, len(arr))
     return Samples({**samples.inputs, **added}, samples.labels, samples.files, samples.source)
 
 

@@ -145,12 +145,14 @@ def test_nodes_are_this_host_locally_and_the_live_nodes_on_ray():
         {"id": "n3", "ip": "10.0.0.3", "resources": {"CPU": 2.0, "edgekit-device:pi4": 1.0}}]
 
 
-def test_tier_c_shards_are_sized_by_what_the_executor_holds():
+def test_tier_c_shards_are_sized_by_what_the_executor_holds(monkeypatch):
     from edgekit.verify import shards
 
+    # the host's MemAvailable, held still: read twice on a busy machine it moved by 2 MB between the reads
+    monkeypatch.setattr(executors, "available_memory_mb", lambda: 17_000)
     one = Resources(cpus=1, memory_mb=100)
     assert shards.capacity(fake_ray_executor(), one) == (6, 8192, "cluster CPUs")
-    assert shards.capacity(executors.ThreadExecutor(2), one) == (2, executors.available_memory_mb(), "cores")
+    assert shards.capacity(executors.ThreadExecutor(2), one) == (2, 17_000, "cores")
 
 
 def test_a_thread_executor_runs_tasks_at_once():

@@ -36,3 +36,14 @@ def test_the_width_free_check_session_is_quiet_too(capfd):
     with pytest.raises(Exception, match="cannot be reshaped"):
         _session(_bad_reshape(), "m.onnx").run(None, {"x": np.zeros(5, np.float32)})
     assert capfd.readouterr().err == ""
+
+
+def test_onnx_runtime_errors_inside_answers_become_one_input_model_error():
+    """export/onnx_nms.py's checks run the whole source in ONNX Runtime: a refusal there is one line, no traceback."""
+    from edgekit.core.errors import InputModelError
+
+    session = onnxrt.session(_bad_reshape())
+    with pytest.raises(InputModelError, match=r"^ONNX Runtime cannot run m.onnx: .*Reshape node") as caught:
+        with onnxrt.answers("ONNX Runtime cannot run m.onnx", "check the model"):
+            session.run(None, {"x": np.zeros(5, np.float32)})
+    assert "\n" not in caught.value.message and caught.value.hint == "check the model"

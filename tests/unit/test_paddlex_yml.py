@@ -109,7 +109,9 @@ def test_open_page_size_comes_from_det_resize_for_test(tmp_path):
             ("{limit_side_len: 960, limit_type: max}", 960, "limit_side_len 960, limit_type max",
              "scales a page down until its long side is at most 960 (never up)"),
             ("{limit_side_len: 1000}", 1024, "limit_side_len 1000, rounded up to a multiple of 32",
-             "scales a page up until its short side is at least 1000")):
+             "scales a page up until its short side is at least 1000"),
+            ("{limit_side_len: 960, limit_type: resize_long}", 960, "limit_side_len 960, limit_type resize_long",
+             "scales each page so its long side is 960, each side then rounded to a multiple of 32")):
         desc = read_model_yml(write(tmp_path, ocr_yml(f"  - DetResizeForTest: {args}\n  - ToCHWImage: null\n")))
         assert desc.default_size == (side, side) and desc.preprocess["resize"] == [side, side]
         assert desc.preprocess["resize_mode"] == "letterbox" and words in desc.default_size_from

