@@ -26,6 +26,7 @@ def mobilenet_v2(tmp_path_factory):
 
     from edgekit.export.dygraph import export_layer
 
+    paddle.disable_static()          # a layer's parameters are made in dynamic mode (an earlier test may leave static on)
     paddle.seed(0)
     layer = paddle.vision.models.mobilenet_v2(scale=0.25, num_classes=10)
     return export_layer(layer, [InputSpec("x", (-1, 3, 32, 32), "float32")], tmp_path_factory.mktemp("mbv2"),
