@@ -44,6 +44,21 @@ def batch_limit(model: StaticModel, inputs: Mapping[str, np.ndarray] | None = No
     return batch
 
 
+class Batches:
+    """`batch_limit` for one loaded program, decided once per input size: a runner is fed the same sizes again and
+    again (pruning's sensitivity trials), and each decision reads the program's footprint."""
+
+    def __init__(self, model: StaticModel, program) -> None:
+        self.model, self.program = model, program
+        self._decided: dict[tuple, int] = {}
+
+    def __call__(self, inputs: Mapping[str, np.ndarray]) -> int:
+        sizes = tuple((name, np.shape(value)[1:]) for name, value in sorted(inputs.items()))
+        if sizes not in self._decided:
+            self._decided[sizes] = batch_limit(self.model, inputs, self.program)
+        return self._decided[sizes]
+
+
 class StaticRunner:
     def __init__(self, model: StaticModel) -> None:
         import paddle
@@ -62,6 +77,7 @@ class StaticRunner:
                 reason = next((line.strip() for line in reversed(str(exc).splitlines()) if line.strip()), "")[:200]
                 raise InputModelError(f"cannot load {model.model_file} with its parameters ({type(exc).__name__}: {reason})",
                                       "check that the .pdmodel and .pdiparams were saved together") from exc
+        self.batches = Batches(model, self.program)
 
     def _load(self, paddle, model: StaticModel):
         # every stage writes the canonical pair <prefix>.pdmodel + <prefix>.pdiparams
@@ -69,7 +85,7 @@ class StaticRunner:
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         with self._paddle.static.scope_guard(self.scope):
-            return run_batched(self._run_batch, inputs, batch_limit(self.model, inputs, self.program))
+            return run_batched(self._run_batch, inputs, self.batches(inputs))
 
     def _run_batch(self, batch: dict[str, np.ndarray]) -> list[np.ndarray]:
         res = self.exe.run(self.program, feed=batch, fetch_list=self.fetch_vars, return_numpy=True)

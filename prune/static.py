@@ -40,7 +40,7 @@ class _Loaded:
     def __init__(self, model: StaticModel) -> None:
         import paddle
 
-        from edgekit.export.runner import batch_limit
+        from edgekit.export.runner import Batches
 
         paddle.enable_static()
         self.paddle = paddle
@@ -48,12 +48,11 @@ class _Loaded:
         self.place = paddle.CPUPlace()
         self.exe = paddle.static.Executor(self.place)
         self.scope = paddle.static.Scope()
-        self._batch_limit = batch_limit
-        self._batches: dict[tuple, int] = {}     # per input sizes: the memory rule's batch (export/runner.py)
         with paddle.static.scope_guard(self.scope):
             self.program, self.feed_names, fetch_vars = paddle.static.load_inference_model(
                 str(model.model_file.with_suffix("")), self.exe)
         self.fetch_names = [v.name for v in fetch_vars]
+        self.batches = Batches(model, self.program)     # the memory rule's batch per input size (export/runner.py)
 
     def run(self, program, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
         """Every output over all samples (the masks of a sensitivity trial live in the scope)."""
@@ -61,10 +60,7 @@ class _Loaded:
             return [np.array(out, copy=True) for out in self.exe.run(program, feed=feed, fetch_list=self.fetch_names)]
 
         with self.paddle.static.scope_guard(self.scope):
-            sizes = tuple((name, np.shape(value)[1:]) for name, value in sorted(inputs.items()))
-            if sizes not in self._batches:
-                self._batches[sizes] = self._batch_limit(self.model, inputs, self.program)
-            return run_batched(run_batch, inputs, self._batches[sizes])
+            return run_batched(run_batch, inputs, self.batches(inputs))
 
 
 def _convs(program, sources: Mapping | None) -> dict[str, Conv]:
