@@ -406,18 +406,18 @@ def _probe_inputs(model, fixed_inputs: Mapping[str, tuple[int, ...]], probe_shap
 
 
 def _with_geometry(draw: dict[str, np.ndarray], concrete: Mapping[str, tuple], layout: str) -> dict[str, np.ndarray]:
-    """`draw` with the geometry inputs (export/geometry.py's rule) holding `geometry_values` of the image tensor."""
-    from edgekit.model.data import geometry_rows, geometry_values
+    """`draw` with the geometry inputs (export/geometry.py's rule) holding `geometry_values` of the image tensor
+    (`data.with_geometry`, as synthetic and image data get them)."""
+    from edgekit.model.data import Samples, with_geometry
 
-    from .geometry import bound_feeds, tensor_size
+    from .geometry import bound_feeds
 
     specs = [InputSpec(name, shape, np.dtype(dtype).name) for name, (shape, dtype) in concrete.items()]
     names = bound_feeds(specs)
     if not names:
         return draw
     (image,) = [s.name for s in specs if s.name not in names]
-    hw = tensor_size(draw[image].shape, layout)
-    return {**draw, **geometry_rows({n: geometry_values(n, hw) for n in names}, len(draw[image]))}
+    return dict(with_geometry(Samples(draw), names, image, layout).inputs)
 
 
 def _onnxruntime_outputs(onnx_path: Path, draws: list[dict[str, np.ndarray]]) -> list[list[np.ndarray]]:
