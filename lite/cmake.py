@@ -1,11 +1,12 @@
 """Building native/ with CMake: where its sources are, which files are build inputs, the tools' versions, and the
-cache entries' in-use marks (`use_entry`, `remove_if_unused`)."""
+cache entries' in-use marks (`use_entry`, `remove_if_unused`) and pruning (`prune`)."""
 
 from __future__ import annotations
 
 import fcntl
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import IO
 
@@ -75,6 +76,21 @@ def remove_if_unused(entry: Path) -> bool:
             return False
         shutil.rmtree(gone, ignore_errors=True)
         return True
+
+
+def prune(folder: Path, prefix: str, keep: Path, keep_newest: int = 0) -> None:
+    """The cache entries `folder/<prefix>*` other than `keep` go, but the `keep_newest` newest of them, any built
+    in the last PRUNE_AFTER_SECONDS and any a process uses (`remove_if_unused`); so do the remains of a removal
+    that could not delete a renamed entry whole."""
+    now = time.time()
+    ages = {p: age_seconds(p, now) for p in folder.glob(f"{prefix}*") if p.is_dir() and p != keep}
+    entries = sorted((p for p, age in ages.items() if age is not None), key=lambda p: ages[p])
+    for old in entries[keep_newest:]:
+        if ages[old] > PRUNE_AFTER_SECONDS:
+            remove_if_unused(old)
+    for gone in folder.glob(f".{prefix}*.gone-*"):
+        if (age_seconds(gone, now) or 0) > PRUNE_AFTER_SECONDS:
+            shutil.rmtree(gone, ignore_errors=True)
 
 
 def age_seconds(path: Path, now: float) -> float | None:

@@ -17,7 +17,6 @@ import hashlib
 import json
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
@@ -26,8 +25,7 @@ from edgekit.core import proc
 from edgekit.core.atomic import publish_dir, staging_dir
 from edgekit.core.errors import EmulationUnavailable, ToolError
 
-from .cmake import (NOT_BUILD_INPUTS, PRUNE_AFTER_SECONDS, age_seconds, cmake_generator, native_dir, remove_if_unused,
-                    tool_line, use_entry)
+from .cmake import NOT_BUILD_INPUTS, cmake_generator, native_dir, prune, tool_line, use_entry
 
 ICOUNT_SCHEMA = "edgekit.icount/1"
 CLASSES = ("simd_fp", "load_store", "branch", "other")   # disjoint, they sum to total; dot_product is part of simd_fp
@@ -203,10 +201,7 @@ def build_plugin(cache_root: Path, *, timeout: float = 300) -> Path:
                                     "rerun by hand: cmake -S native/plugin -B BUILD_DIR && cmake --build BUILD_DIR")
             (scratch / "edgekit-build.json").write_text(json.dumps({"key": key, "inputs": inputs}, indent=2) + "\n")
             publish_dir(scratch, final, keep_existing=lambda entry: (entry / LIBRARY).is_file())
-        for old in folder.glob("icount-*"):
-            age = age_seconds(old, time.time())
-            if old != final and age is not None and age > PRUNE_AFTER_SECONDS:
-                remove_if_unused(old)
+        prune(folder, "icount-", final)
     return library
 
 

@@ -39,8 +39,7 @@ from edgekit.core.tables import CPU_PROFILES, CpuProfile
 if TYPE_CHECKING:
     from .icount import InstructionCounts
 
-from .cmake import (NOT_BUILD_INPUTS, PRUNE_AFTER_SECONDS, age_seconds, cmake_generator, native_dir, remove_if_unused,
-                    tool_line, use_entry)
+from .cmake import NOT_BUILD_INPUTS, cmake_generator, native_dir, prune, tool_line, use_entry
 
 log = logging.getLogger(__name__)
 
@@ -249,15 +248,7 @@ def _prune(folder: Path, abi: Abi, keep: Path) -> None:
     """Old keys of this ABI beyond the newest CACHE_KEEP go (they are never reused), unless a process uses them
     (`use_entry`: a test run or build of another checkout may run that runner hours after it took it) or they were
     built in the last hour."""
-    now = time.time()
-    ages = {p: age_seconds(p, now) for p in folder.glob(f"{abi.value}-*") if p.is_dir() and p != keep}
-    entries = sorted((p for p, age in ages.items() if age is not None), key=lambda p: ages[p])
-    for old in entries[CACHE_KEEP - 1:]:
-        if ages[old] > PRUNE_AFTER_SECONDS:
-            remove_if_unused(old)
-    for gone in folder.glob(f".{abi.value}-*.gone-*"):     # what a removal renamed away but could not delete whole
-        if (age_seconds(gone, now) or 0) > PRUNE_AFTER_SECONDS:
-            shutil.rmtree(gone, ignore_errors=True)
+    prune(folder, f"{abi.value}-", keep, keep_newest=CACHE_KEEP - 1)
 
 
 def emulator_argv(abi: Abi | str, runtime: LiteRuntime | None, cpu_profile: str | CpuProfile = "default", *,
