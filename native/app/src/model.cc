@@ -140,7 +140,9 @@ Prediction Model::predict(const ImageView& image) {
                 "the model's first output must keep the batch axis");
   }
   out.result = results.at(0);
-  if (post.kind() == TaskKind::ocr_det) out.result = boxes_to_image(out.result, det_geometry(pre.spec(), image.height, image.width, name()));
+  if (post.kind() == TaskKind::ocr_det) {
+    out.result = boxes_to_image(out.result, det_geometry(pre.spec(), image.height, image.width, name()));
+  }
   out.times.postprocess_ms = ms_since(start);
   return out;
 }
