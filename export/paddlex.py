@@ -373,9 +373,13 @@ def _det_resize_for_test(b: _Builder, args: Mapping, where: str) -> None:
         if not args.get("keep_ratio"):
             b.size = (height, width)
             return
-        b.size = (height, -1)
-        b.notes.append(f"{where}.keep_ratio: PaddleX widens pages to keep their aspect ratio; edgekit stretches "
-                       "them to the model's fixed input size")
+        # PaddleX: height fixed, width by the page's aspect ratio rounded up to a multiple of 32; a fixed input
+        # keeps the aspect ratio only as a letterbox (the page's pixels scaled alike in x and y, the rest padded)
+        b.size, b.mode = (height, -1), "letterbox"
+        b.default_size, b.default_from = (height, width), f"inference.yml's {where} (image_shape {[height, width]})"
+        b.notes.append(f"{where} (image_shape {[height, width]}, keep_ratio): PaddleX scales each page to height "
+                       f"{height} and its width by the aspect ratio (rounded up to a multiple of 32); edgekit "
+                       "letterboxes each page into the model's fixed input: the aspect ratio is kept, the rest is padded")
         return
     said = ", ".join(f"{k} {args[k]}" for k in ("limit_side_len", "limit_type", "resize_long") if k in args)
     side_key = "resize_long" if "resize_long" in args else "limit_side_len" if "limit_side_len" in args else None

