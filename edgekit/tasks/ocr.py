@@ -274,8 +274,10 @@ class OcrRec(Task):
     kind = TaskKind.ocr_rec
     primary = "exact_match"
     # softmax over a dictionary of thousands of tokens: Lite's x86 and ARM kernels differ from Paddle by 7.4e-4 on
-    # PP-OCRv4 rec (6,625 classes) and 1.21e-4 / 1.27e-4 on PP-OCRv5 mobile rec (18,385), cosine 1.0 and the same text
-    twin_max_abs = 2e-3
+    # PP-OCRv4 rec (6,625 classes) and 1.21e-4 / 1.27e-4 on PP-OCRv5 mobile rec (18,385) on 320-wide lines; on lines
+    # cut from pages (up to ~1,300 px wide at height 48, so 4x the time steps) PP-OCRv5 rec's x86 twin differs by
+    # 2.55e-3 and its ARM .nb by 1.70e-3 (100 lines; cosine 1.0, the same texts: 98 % exact for both)
+    twin_max_abs = 5e-3
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> "OcrRec":

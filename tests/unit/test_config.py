@@ -175,7 +175,7 @@ def test_the_twin_gate_defaults_to_the_tasks_and_the_toml_wins(tmp_path):
     rec = make_task("ocr_rec", {"dictionary": ["a", "b"]})
     default = resolve(write_toml(tmp_path, PATH_MODEL), {}, environ=NO_ENV).gates
     assert default.twin_max_abs is None
-    assert twin_tolerance(default, rec).max_abs == 2e-3
+    assert twin_tolerance(default, rec).max_abs == 5e-3      # PP-OCRv5 rec on 100 page lines ~1,300 wide: 2.55e-3
     assert twin_tolerance(default, make_task("classification", {})).max_abs == 1e-4
     assert twin_tolerance(default, make_task("ocr_det", {})).max_abs == 1e-3
     assert twin_tolerance(default, None).max_abs == 1e-4
