@@ -172,9 +172,7 @@ def recorded(zoo, name: str, precision: str, bundle: str) -> dict:
     build.pop("bundle", None)
     build["measured_by"] = (f"edgekit build --quant {precision} outside the suite's run, seconds = its stages; "
                             f"figures from its manifest via bench/zoo.py --record, {manifest['created_utc'][:10]}")
-    model = found[0]
-    return {"model": model.name, "wheel": model.wheel, "member": model.member, "source": model.source,
-            "family": model.family, "builds": {precision: build}}
+    return dict(found[0].row(), builds={precision: build})
 
 
 def main(argv: list[str]) -> int:

