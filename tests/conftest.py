@@ -61,3 +61,20 @@ def _fast_tier_starts_no_process(request, monkeypatch):
     monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
     monkeypatch.setattr(os, "fork", refuse)
     monkeypatch.setattr(os, "posix_spawn", refuse)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Worker processes still alive when the tests end would keep Python's exit waiting on their pool for ever (a CI
+    run once passed every test and then hung until its time ran out): kill them, and fail the run naming them."""
+    import multiprocessing
+
+    leaked = multiprocessing.active_children()
+    for child in leaked:
+        child.kill()
+        child.join(timeout=10)
+    if leaked:
+        names = ", ".join(f"{child.name} (pid {child.pid})" for child in leaked)
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"worker processes outlived the tests and were killed: {names}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

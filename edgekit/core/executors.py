@@ -33,6 +33,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -286,6 +287,28 @@ def _worker_init(threads: int) -> None:
         os.environ.setdefault(name, str(threads))
 
 
+STOP_GRACE_S = 10.0      # a terminated worker's time to end its task's children and clean up before it is killed
+
+
+def _stop(pool: futures.ProcessPoolExecutor, grace: float = STOP_GRACE_S) -> None:
+    """Stop a pool and every worker it has, whatever they are doing. The executor has no public way to stop running
+    work: its processes are terminated (a worker turns SIGTERM into SystemExit and so kills its task's children), and
+    any still alive after `grace` seconds are killed, so the pool's manager thread can end."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    deadline = time.monotonic() + grace
+    for process in processes:
+        process.join(timeout=max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            log.warning("pool worker %s did not stop on SIGTERM within %.0f s; killing it", process.pid, grace)
+            process.kill()
+            process.join(timeout=grace)
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
 class PoolExecutor(Executor):
     """Spawned worker processes; a dead worker breaks the pool, which is made anew, and its tasks are retried.
 
@@ -326,9 +349,12 @@ class PoolExecutor(Executor):
         return _first_done(handles, lost)
 
     def _discard(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        """Drop a broken pool. Its workers are stopped here, not left to the pool's manager thread: a worker SIGTERM
+        does not stop (in C code, ignoring it, blocked on a full pipe) would keep that thread, which Python's exit
+        joins, alive for ever."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            _stop(pool)
 
     def _cancel(self, handles: list) -> None:
         pool, self._pool = self._pool, None
@@ -336,13 +362,7 @@ class PoolExecutor(Executor):
             return
         for future in handles:
             future.cancel()
-        # the executor has no public way to stop running work: terminate its processes (they kill their children)
-        processes = list(getattr(pool, "_processes", {}).values())
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.join(timeout=10)
-        pool.shutdown(wait=False, cancel_futures=True)
+        _stop(pool)
 
     def close(self) -> None:
         if self._pool is not None:

@@ -96,3 +96,43 @@ def test_a_local_ray_cluster_listens_on_loopback_with_token_auth(monkeypatch):
                 socket.create_connection((address, int(port)), timeout=5).close()
     assert not ray.is_initialized()
     assert os.environ["RAY_AUTH_MODE"] == "disabled" and "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" not in os.environ
+
+
+STUBBORN_POOL = """
+import os, signal, sys, time
+from edgekit.core import executors
+from edgekit.core.executors import Task
+
+
+def stubborn(seconds):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)    # stuck where a signal does not reach (C code, a lock, a full pipe)
+    time.sleep(seconds)
+
+
+def die_soon(seconds):
+    time.sleep(seconds)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    pool = executors.PoolExecutor(workers=2)
+    stuck, died = pool.run([Task(stubborn, (600,), retries=0), Task(die_soon, (2,), retries=0)])
+    print(type(stuck.error).__name__, type(died.error).__name__, flush=True)
+"""
+
+
+def test_a_broken_pool_leaves_no_worker_to_hang_the_exit(tmp_path):
+    """The CI run that passed its 1,319 tests and then hung at interpreter exit: a pool broken by a dead worker was
+    dropped (shutdown(wait=False)) while its other worker was still in a task SIGTERM could not stop; Python's exit
+    joins every pool's manager thread, which joins that worker for ever. A dropped pool's workers are now killed."""
+    import subprocess
+
+    script = tmp_path / "stubborn.py"
+    script.write_text(STUBBORN_POOL)
+    try:
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                              cwd=Path(__file__).resolve().parents[2])
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"the process did not exit: {error.stdout!r}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["WorkerLost", "WorkerLost"]
