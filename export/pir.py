@@ -23,6 +23,7 @@ from edgekit.core import limits
 from edgekit.model.artifacts import StaticModel, sha256_file
 from edgekit.contracts.settings import InputSpec, ModelConfig
 from edgekit.core.errors import ExportError, InputModelError, ParityError
+from edgekit.model.data import Samples, run_lines
 from edgekit.model.parity import check_same, output_scale
 
 from . import paddle3
@@ -137,23 +138,32 @@ def _control_flow_blocks(program) -> int:
     return len(program.blocks) - 1
 
 
-def reference(static: StaticModel, report: Mapping, inputs: Mapping[str, np.ndarray], folder: Path,
+def reference(static: StaticModel, report: Mapping, samples: Samples, folder: Path,
               timeout: float) -> tuple[list[np.ndarray], list[np.ndarray], dict]:
-    """Paddle 3's own inference of the source program on `inputs` (every tier's reference), the translated legacy
-    program's outputs on them, and the check that the two agree."""
+    """Paddle 3's own inference of the source program on `samples` (every tier's reference; text lines in width
+    groups, `run_lines`), the translated legacy program's outputs on them, and the check that the two agree."""
     p3 = paddle3.Paddle3(report["python"], report["paddle"])
     folder.mkdir(parents=True, exist_ok=True)
-    answer = p3.call("run", {"prefix": report["prefix"], "inputs": str(paddle3.save_inputs(folder / "inputs.npz", inputs)),
-                             "outputs": str(folder / "outputs.npz")},
-                     timeout=timeout + 2.0 * len(next(iter(inputs.values()))), what="the source program's inference")
-    theirs = paddle3.load_outputs(Path(answer["outputs"]))
+    answers: list[dict] = []
+
+    def run(inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        name = f"group{len(answers)}"
+        answer = p3.call("run", {"prefix": report["prefix"],
+                                 "inputs": str(paddle3.save_inputs(folder / f"{name}-inputs.npz", inputs)),
+                                 "outputs": str(folder / f"{name}-outputs.npz")},
+                         timeout=timeout + 2.0 * len(next(iter(inputs.values()))), what="the source program's inference")
+        answers.append(answer)
+        return paddle3.load_outputs(Path(answer["outputs"]))
+
+    theirs = run_lines(run, samples)
     scale = max(1.0, output_scale(theirs))
-    if not np.isfinite(answer["engine_max_abs"]) or answer["engine_max_abs"] > TOLERANCES["pir-translate"].max_abs * scale:
+    engine_max_abs = max(float(a["engine_max_abs"]) for a in answers)
+    if not np.isfinite(engine_max_abs) or engine_max_abs > TOLERANCES["pir-translate"].max_abs * scale:
         raise InputModelError(f"Paddle 3's executor and Paddle Inference disagree on the source program by "
-                              f"{answer['engine_max_abs']:.3g}", "the reference cannot be trusted: report the model")
-    ours = StaticRunner(static).run(inputs)
-    check = _translation_check(static, theirs, ours, p3.version, "the source", len(next(iter(inputs.values()))))
-    check.update(reference_engines=answer["engines"], reference_engines_max_abs=answer["engine_max_abs"])
+                              f"{engine_max_abs:.3g}", "the reference cannot be trusted: report the model")
+    ours = run_lines(StaticRunner(static).run, samples)
+    check = _translation_check(static, theirs, ours, p3.version, "the source", len(samples))
+    check.update(reference_engines=answers[0]["engines"], reference_engines_max_abs=engine_max_abs)
     return theirs, ours, check
 
 
@@ -209,7 +219,7 @@ def export_paddle3_factory(cfg: ModelConfig, out_dir: Path, samples: Mapping[str
     dynamic = paddle3.load_outputs(Path(answer["outputs"]))
     static, report = _translate(p3, PirSource(exported / "model.json", exported / "model.pdiparams"), out_dir / "translated",
                                 cfg.inputs, timeout, origin="paddle3-dygraph")
-    static_outs, _, check = reference(static, report, samples, out_dir / "export-check", timeout)
+    static_outs, _, check = reference(static, report, Samples(dict(samples)), out_dir / "export-check", timeout)
     found = check_same(dynamic, static_outs, [f"output {i}" for i in range(len(dynamic))], TOLERANCES["paddle3-export"],
                        f"Paddle 3's export of {cfg.factory} vs its dynamic graph")
     judge(static, "paddle3-export", found, error=ExportError,

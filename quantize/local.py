@@ -20,7 +20,7 @@ import numpy as np
 
 from edgekit.core.errors import QuantizeError
 from edgekit.model.artifacts import StaticModel
-from edgekit.model.data import Samples
+from edgekit.model.data import Samples, width_groups
 from edgekit.model.parity import Score
 
 from .ptq import QUANTIZABLE_OPS
@@ -95,11 +95,12 @@ def analyse_local(model: StaticModel, layers: Sequence[QuantLayer], samples: Sam
     fetch = [var for _, sums in probes for var in sums]
     totals = np.zeros((len(probes), 4))
     names = runner.feed_names
-    for i in range(len(samples)):
-        feed = {n: samples.inputs[n][i:i + 1] for n in names}
-        with paddle.static.scope_guard(runner.scope):
-            values = runner.exe.run(runner.program, feed=feed, fetch_list=fetch, return_numpy=True)
-        totals += np.array([float(np.asarray(v).reshape(-1)[0]) for v in values], dtype=np.float64).reshape(-1, 4)
+    for members, inputs in width_groups(samples):     # text lines at their group's width, as they are scored
+        for i in range(len(members)):
+            feed = {n: inputs[n][i:i + 1] for n in names}
+            with paddle.static.scope_guard(runner.scope):
+                values = runner.exe.run(runner.program, feed=feed, fetch_list=fetch, return_numpy=True)
+            totals += np.array([float(np.asarray(v).reshape(-1)[0]) for v in values], dtype=np.float64).reshape(-1, 4)
     measured = {index: sums for (index, _), sums in zip(probes, totals)}
     out = []
     for index, layer in enumerate(layers):

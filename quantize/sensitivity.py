@@ -23,7 +23,7 @@ import numpy as np
 
 from edgekit.model import parity
 from edgekit.model.artifacts import StaticModel
-from edgekit.model.data import Samples, spread_indices
+from edgekit.model.data import Samples, fit_outputs, run_lines, spread_indices
 from edgekit.model.evalset import EvalSet
 from edgekit.model.parity import COSINE_DROP, Budget, Score
 from edgekit.core.errors import ConfigError
@@ -124,7 +124,8 @@ class Evaluator:
                   reference: Sequence[np.ndarray] | None = None) -> "Evaluator":
         """`reference`: the FP32 outputs of `static` on `evaluation` when an earlier stage computed them already."""
         runner = runner or _static_runner
-        return cls(runner(static).run(evaluation.inputs) if reference is None else reference, evaluation, runner)
+        return cls(run_lines(runner(static).run, evaluation.samples) if reference is None else reference, evaluation,
+                   runner)
 
     @property
     def samples(self) -> Samples:
@@ -172,6 +173,8 @@ class Evaluator:
             from edgekit.lite import nms
 
             reference, compared = nms.comparable(self.reference, outputs)
+        else:       # lines run in width groups: a subset's outputs may end earlier (edgekit/model/data.py)
+            reference, compared = fit_outputs(self.reference, outputs)
         for ref, got in zip(reference, compared):
             if not np.isfinite(got).all():
                 cosines.append(0.0)        # NaN/Inf from a quantised program: as bad as it gets
@@ -193,7 +196,7 @@ class Evaluator:
 
     def score(self, model: StaticModel) -> Score:
         runner = self._runner or _static_runner
-        return self.score_outputs(runner(model).run(self.samples.inputs))
+        return self.score_outputs(run_lines(runner(model).run, self.samples))
 
 
 def _static_runner(model: StaticModel):

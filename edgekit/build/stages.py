@@ -23,6 +23,7 @@ from edgekit.verify import tiers
 from edgekit.model.artifacts import StaticModel
 from edgekit.contracts.settings import BuildConfig
 from edgekit.core.errors import ConversionError, UnsupportedOpsError
+from edgekit.model.data import run_lines
 from edgekit.model.evalset import evaluation_set, load_for, synthetic
 from edgekit.build.manifest import build_manifest
 from edgekit.model.parity import metric_label
@@ -155,7 +156,7 @@ def paddle3_reference(rec: StageView) -> StageView:
     from edgekit.verify.nms import scored_as_rows
 
     evaluation = scored_as_rows(rec.static, rec.evaluation)     # an NMS op's rows, before optimise keeps or cuts it
-    outputs, ours, check = reference(rec.static, rec.paddle3.to_json(), dict(evaluation.inputs), rec.work / "paddle3-reference",
+    outputs, ours, check = reference(rec.static, rec.paddle3.to_json(), evaluation.samples, rec.work / "paddle3-reference",
                                      rec.cfg.tool_timeout)
     figures = None
     if evaluation.has_truth:
@@ -230,14 +231,21 @@ def import_metric(rec: StageView) -> StageView:
     cfg, evaluation = rec.cfg, rec.evaluation
     reference = tiers.reference_outputs(rec.static, evaluation)     # tier A's reference too: computed once
     by_feed = {feed: onnx for onnx, feed in rec.aliases.items()}
-    inputs = {by_feed[k]: v for k, v in evaluation.inputs.items()}
-    if rec.geometry is not None and rec.geometry.bound is not None:
-        inputs.update({by_feed[name]: rows for name, rows in geometry_rows(rec.geometry.bound, len(evaluation)).items()})
+
+    def as_fed(feeds: dict) -> dict:
+        """The program's feeds under their ONNX names, with the geometry values the build wrote into the graph."""
+        found = {by_feed[k]: v for k, v in feeds.items()}
+        if rec.geometry is not None and rec.geometry.bound is not None:
+            count = len(next(iter(feeds.values())))
+            found.update({by_feed[name]: rows for name, rows in geometry_rows(rec.geometry.bound, count).items()})
+        return found
+
+    inputs = as_fed(dict(evaluation.inputs))
     batch = batch_limit(rec.static, evaluation.inputs)   # the fixed batch, else as memory allows
     lifted = rec.onnx_import.details.get("nms")
-    if lifted is None:
-        source, imported, names, judged = (onnxruntime_run(cfg.model.model_file, inputs, batch), reference,
-                                           list(rec.onnx_import.fetches), evaluation)
+    if lifted is None:      # text lines in width groups, as the reference ran them
+        source = run_lines(lambda feeds: onnxruntime_run(cfg.model.model_file, as_fed(feeds), batch), evaluation.samples)
+        source, imported, names, judged = source, reference, list(rec.onnx_import.fetches), evaluation
     else:
         kept = find_nms(rec.static)
         source, imported, names = onnx_nms.at_op_inputs(load_onnx(cfg.model.model_file), lifted, rec.static,
@@ -365,8 +373,9 @@ def fp32_reference(rec: StageView) -> StageView:
 def tier_a(rec: StageView) -> StageView:
     evaluation, reference = rec.evaluation, rec.reference
     tiers.require_finite(rec.static, reference)
-    with tiers.twin_process(rec.twin.nb_file, rec.static.feed_names, "tier-a") as runner:   # a crash: one line
-        twin = runner.run(evaluation.inputs)
+    lines = evaluation.samples.lines is not None       # run in width groups: a predictor per width
+    with tiers.twin_process(rec.twin.nb_file, rec.static.feed_names, "tier-a", per_shape=lines) as runner:
+        twin = run_lines(runner.run, evaluation.samples)     # a crash of Lite: one line
     report = tiers.start_report(rec.static, evaluation, reference)
     report = tiers.tier_a(report, rec.static, evaluation, reference, twin, rec.cfg.gates)
     spec = rec.cfg.data.preprocess

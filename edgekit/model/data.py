@@ -8,7 +8,7 @@ import logging
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -37,14 +37,52 @@ def spread_indices(total: int, n: int) -> np.ndarray:
     return np.linspace(0, total - 1, n).round().astype(np.int64)
 
 
+# Lines of a dynamic-width folder run in groups of similar width: each line is padded to the first of the widths
+# step, then each GROUP_RATIO times the last (rounded up to step), that holds it (fixed edges, so a line reads the
+# same whichever other lines run beside it). About the padding PaddleOCR's batches of six lines sorted by width
+# leave. Padding every line to the folder's widest instead is what no deployment does, and it changes what a
+# recogniser reads: PP-OCRv5 mobile rec's INT8 .nb read 15 of 16 page crops each at its own width and 10 of 16
+# padded to the widest (bench/bench_rec_widths.py).
+GROUP_RATIO = 1.25
+
+
+def group_width(width: int, step: int, widest: int) -> int:
+    """The width a line `width` wide runs at among lines of a batch `widest` wide (GROUP_RATIO's fixed edges)."""
+    edge = step
+    while edge < width:
+        edge = max(edge + step, -(-int(edge * GROUP_RATIO) // step) * step)
+    return min(edge, widest)
+
+
+@dataclass(frozen=True)
+class Lines:
+    """The text lines of a dynamic-width image folder: the batch is padded on the right to its widest line; `widths`
+    are each line's own tensor width along `axis` (of the batch array) of the input `feed`, multiples of `step`."""
+
+    feed: str
+    axis: int
+    widths: tuple[int, ...]
+    step: int
+
+    def take(self, picks: Sequence[int]) -> "Lines":
+        return Lines(self.feed, self.axis, tuple(self.widths[int(i)] for i in picks), self.step)
+
+    def groups(self, widest: int) -> list[tuple[np.ndarray, int]]:
+        """(indices in sample order, the width they run at) of a batch `widest` wide, narrowest group first."""
+        at = np.asarray([group_width(w, self.step, widest) for w in self.widths], np.int64)
+        return [(np.flatnonzero(at == width), int(width)) for width in np.unique(at)]
+
+
 @dataclass(frozen=True)
 class Samples:
-    """A batch of model inputs keyed by feed name, optionally with integer labels."""
+    """A batch of model inputs keyed by feed name, optionally with integer labels; `lines` when they are text lines
+    of a dynamic-width folder, padded to the widest (run them with `run_lines`)."""
 
     inputs: Mapping[str, np.ndarray]
     labels: np.ndarray | None = None
     files: tuple[str, ...] = field(default_factory=tuple)
     source: str = ""
+    lines: Lines | None = None
 
     def __len__(self) -> int:
         return len(next(iter(self.inputs.values())))
@@ -54,24 +92,92 @@ class Samples:
         arrays = dict(self.inputs)
         if with_labels and self.labels is not None:
             arrays["\0labels"] = np.asarray(self.labels, np.int64)   # a name no feed can have
+        if self.lines is not None:      # the same tensors run in width groups give other outputs
+            arrays["\0widths"] = np.asarray(self.lines.widths, np.int64)
         return array_digest(arrays)
+
+    def take(self, picks: Sequence[int]) -> "Samples":
+        """The samples at `picks`, in that order."""
+        picks = np.asarray(picks, np.int64)
+        return Samples({k: v[picks] for k, v in self.inputs.items()},
+                       None if self.labels is None else self.labels[picks],
+                       tuple(self.files[i] for i in picks) if self.files else (), self.source,
+                       None if self.lines is None else self.lines.take(picks))
 
     def spread(self, n: int) -> "Samples":
         """`n` samples evenly spaced over the set (folders are read class by class, so head() is one class)."""
         if n >= len(self):
             return self
-        picks = spread_indices(len(self), n)
-        return Samples({k: v[picks] for k, v in self.inputs.items()},
-                       None if self.labels is None else self.labels[picks],
-                       tuple(self.files[i] for i in picks) if self.files else (), self.source)
+        return self.take(spread_indices(len(self), n))
 
     def without(self, names: Sequence[str]) -> "Samples":
         """The same samples without the inputs `names` (feeds bound into the graph)."""
-        return Samples({k: v for k, v in self.inputs.items() if k not in names}, self.labels, self.files, self.source)
+        lines = None if self.lines is None or self.lines.feed in names else self.lines
+        return Samples({k: v for k, v in self.inputs.items() if k not in names}, self.labels, self.files, self.source,
+                       lines)
 
     def head(self, n: int) -> "Samples":
-        return Samples({k: v[:n] for k, v in self.inputs.items()},
-                       None if self.labels is None else self.labels[:n], self.files[:n], self.source)
+        return self.take(np.arange(min(n, len(self))))
+
+    def with_inputs(self, inputs: Mapping[str, np.ndarray]) -> "Samples":
+        """The same samples with `inputs` (the same count, e.g. cast or renamed; a renamed lines feed follows)."""
+        lines = self.lines
+        if lines is not None and lines.feed not in inputs:
+            lines = None
+        return Samples(inputs, self.labels, self.files, self.source, lines)
+
+
+def width_groups(samples: Samples) -> list[tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """(indices in sample order, their inputs) per group of similar width (`Lines.groups`), the lines' feed cut to
+    the group's width (the columns beyond are padding for all of its lines); one group of everything otherwise."""
+    lines = samples.lines
+    everything = np.arange(len(samples))
+    if lines is None or len(samples) == 0:
+        return [(everything, dict(samples.inputs))]
+    width = samples.inputs[lines.feed].shape[lines.axis]
+    groups = lines.groups(width)
+    if len(groups) == 1 and groups[0][1] == width:
+        return [(everything, dict(samples.inputs))]
+    found = []
+    for members, at in groups:
+        inputs = {}
+        for name, value in samples.inputs.items():
+            chosen = value[members]
+            if name == lines.feed:
+                cut = [slice(None)] * chosen.ndim
+                cut[lines.axis] = slice(0, at)
+                chosen = np.ascontiguousarray(chosen[tuple(cut)])
+            inputs[name] = chosen
+        found.append((members, inputs))
+    return found
+
+
+def first_sample(samples: Samples) -> dict[str, np.ndarray]:
+    """The first sample's inputs as `run_lines` runs it (a text line at its group's width): what is counted."""
+    return width_groups(samples.head(1))[0][1]
+
+
+def run_lines(run: Callable[[Mapping[str, np.ndarray]], list[np.ndarray]], samples: Samples) -> list[np.ndarray]:
+    """`run(inputs)` on `samples`. Text lines (`samples.lines`) run in groups of similar width (`width_groups`) and
+    come back in sample order: an output whose size follows the width (a recogniser's time steps) is zero past a
+    group's end, which greedy CTC reads as the blank (index 0) and which adds nothing to a cosine or a max abs
+    (`fit_outputs`)."""
+    groups = width_groups(samples)
+    if len(groups) == 1:
+        return list(run(groups[0][1]))
+    parts = [(members, [np.asarray(o) for o in run(inputs)]) for members, inputs in groups]
+    out = []
+    for index in range(len(parts[0][1])):
+        shapes = [outputs[index].shape for _, outputs in parts]
+        if len({len(shape) for shape in shapes}) != 1:
+            raise ValueError(f"output {index} has ranks {sorted({len(s) for s in shapes})} across width groups")
+        size = tuple(max(dims) for dims in zip(*(shape[1:] for shape in shapes)))
+        merged = np.zeros((len(samples), *size), parts[0][1][index].dtype)
+        for members, outputs in parts:
+            piece = outputs[index]
+            merged[(members, *(slice(0, d) for d in piece.shape[1:]))] = piece
+        out.append(merged)
+    return out
 
 
 def read_labels(path: Path) -> list[str]:
@@ -101,6 +207,10 @@ def load_images(folder: Path, spec: PreprocessSpec, feed_name: str, labels: Sequ
                                 "add it to the labels file or rename the folder")
             label_ids.append(index[klass])
     shapes = {t.shape for t in tensors}
+    lines = None
+    if spec.dynamic_width:
+        axis = 2 if spec.layout == "NCHW" else 1
+        lines = Lines(feed_name, axis + 1, tuple(int(t.shape[axis]) for t in tensors), spec.width_step)
     if len(shapes) > 1 and spec.dynamic_width:
         tensors = _as_wide_as_the_widest(tensors, spec)
         shapes = {t.shape for t in tensors}
@@ -113,12 +223,28 @@ def load_images(folder: Path, spec: PreprocessSpec, feed_name: str, labels: Sequ
         np.asarray(label_ids, np.int64) if has_labels else None,
         tuple(str(p.relative_to(folder)) for p, _ in files),
         str(folder),
+        lines,
     )
+
+
+def fit_outputs(a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Two runs' outputs at one shape per output: a smaller one zero-padded at the end of each axis (`run_lines` on
+    lines that ran in other company, e.g. a subset, ends its outputs earlier; past a line's group they are zero)."""
+    left, right = [], []
+    for x, y in zip(a, b):
+        x, y = np.asarray(x), np.asarray(y)
+        if x.shape != y.shape and x.ndim == y.ndim and x.shape[0] == y.shape[0]:
+            size = tuple(max(i, j) for i, j in zip(x.shape, y.shape))
+            x, y = (np.pad(v, [(0, n - d) for d, n in zip(v.shape, size)]) if v.shape != size else v for v in (x, y))
+        left.append(x)
+        right.append(y)
+    return left, right
 
 
 def _as_wide_as_the_widest(tensors: list[np.ndarray], spec: PreprocessSpec) -> list[np.ndarray]:
     """Lines of a dynamic-width spec, each at its own width, padded on the right with pad_value to the widest of the
-    folder: one batch, as PaddleOCR pads a batch of lines (squeezing them to resize[1] would change what they read)."""
+    folder: one batch (squeezing them to resize[1] would change what they read). `Samples.lines` keeps each line's
+    own width, and `run_lines` runs them in groups of similar width."""
     axis = 2 if spec.layout == "NCHW" else 1
     widest = max(t.shape[axis] for t in tensors)
     out = []
@@ -275,7 +401,7 @@ def with_geometry(samples: Samples, feed_names: Sequence[str], image: str, layou
     arr = samples.inputs[image]
     hw = (arr.shape[2], arr.shape[3]) if layout == "NCHW" else (arr.shape[1], arr.shape[2])
     added = geometry_rows({n: geometry_values(n, (int(hw[0]), int(hw[1]))) for n in names}, len(arr))
-    return Samples({**samples.inputs, **added}, samples.labels, samples.files, samples.source)
+    return samples.with_inputs({**samples.inputs, **added})
 
 
 def load_samples(path: Path, feed_names: Sequence[str], spec: PreprocessSpec | None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
@@ -119,8 +119,10 @@ def load_for(cfg: BuildConfig, feeds: Sequence[InputSpec], path: Path, aliases: 
                             f"{list(want[1:])}", "fix the preprocessing resize/crop/layout or the tensor file")
     # tensors saved as float64 (numpy's default) feed a float32 model as float32
     dtypes = {f.name: f.dtype for f in feeds}
-    return Samples({k: v.astype(dtypes[k], copy=False) for k, v in inputs.items()}, samples.labels, samples.files,
-                   samples.source)
+    cast = {k: v.astype(dtypes[k], copy=False) for k, v in inputs.items()}
+    if samples.lines is not None and samples.lines.feed in to_feed:     # an ONNX name for the lines' feed
+        samples = replace(samples, lines=replace(samples.lines, feed=to_feed[samples.lines.feed]))
+    return samples.with_inputs(cast)
 
 
 def with_truth(cfg: BuildConfig, samples: Samples) -> EvalSet:

@@ -28,7 +28,7 @@ from edgekit.model import parity
 from edgekit.verify import tiers
 from edgekit.model.artifacts import sha256_file
 from edgekit.contracts.settings import BuildConfig
-from edgekit.model.data import spread_indices
+from edgekit.model.data import first_sample, run_lines, spread_indices
 from edgekit.model.reports import Emulation
 from edgekit.verify.emulator import Emulator
 from edgekit.core.errors import EmulationUnavailable
@@ -64,7 +64,7 @@ def emulated_subset(cfg: BuildConfig, evaluation):
 
 def count_sample(cfg: BuildConfig, evaluation) -> dict[str, np.ndarray]:
     """The one sample tier C counts instructions on (the first of `emulated_subset`)."""
-    return {name: values[:1] for name, values in emulated_subset(cfg, evaluation)[1].inputs.items()}
+    return first_sample(emulated_subset(cfg, evaluation)[1].samples)
 
 
 def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, Emulation]:
@@ -117,7 +117,7 @@ def _instruction_counts(cfg: BuildConfig, emulator: Emulator, nb_file: Path, sub
     from edgekit.verify.search_cost import count_cache
     from edgekit.core.errors import EdgekitError
 
-    sample = {name: values[:1] for name, values in subset.inputs.items()}
+    sample = first_sample(subset.samples)
     folder = count_cache(cfg, work) if work is not None else None
     try:
         found = counts.measure(emulator, nb_file, sample, cache_folder=folder,
@@ -169,7 +169,7 @@ def costs_verdict(rec, emulator: Emulator, counts: Mapping, subset) -> dict | No
         samples = dict(rec.evaluation.samples.head(4).inputs)
         fp32 = lite.convert_safe(rec.static, "arm", rec.work / "fp32-reference.nb", rec.work / "rewrite-fp32-reference",
                                  samples, timeout=rec.cfg.tool_timeout, target=rec.cfg.target.value, precision="fp32")
-        sample = {name: values[:1] for name, values in subset.inputs.items()}
+        sample = first_sample(subset.samples)
         folder = count_cache(rec.cfg, rec.work)
         reference = costs.measure(emulator, fp32.nb_file, sample, cache_folder=folder, profiles=list(counts["paths"]))
     except EdgekitError as exc:
@@ -250,12 +250,17 @@ def _cached_run(cfg: BuildConfig, emulator: Emulator, nb_file: Path, subset, fee
             log.warning("ignoring an unreadable tier-C cache entry %s", key)
     from edgekit.core.executors import from_environment, usable_cores
 
+    records: list = []
     with from_environment() as executor:        # the build's executor (EDGEKIT_EXECUTOR), as the INT8 search's
-        if cfg.emulation.jobs:
-            outputs, records = emulator.run(nb_file, subset.inputs, feeds, cfg.emulation.jobs, executor=executor)
-        else:
-            outputs, records = emulator.run(nb_file, subset.inputs, feeds, usable_cores(), memory_aware=True,
-                                            executor=executor)
+        def run(inputs):
+            if cfg.emulation.jobs:
+                found, ran = emulator.run(nb_file, inputs, feeds, cfg.emulation.jobs, executor=executor)
+            else:
+                found, ran = emulator.run(nb_file, inputs, feeds, usable_cores(), memory_aware=True, executor=executor)
+            records.extend(ran)
+            return found
+
+        outputs = run_lines(run, subset.samples)     # text lines in width groups, as every other engine runs them
     if folder is not None:
         with atomic.replacing(folder / f"{key}.npz") as tmp:
             with tmp.open("wb") as handle:

@@ -18,6 +18,7 @@ import numpy as np
 from edgekit.model import parity
 from edgekit.model.artifacts import QuantizedModel, StaticModel
 from edgekit.contracts.settings import BuildConfig, ParityGates
+from edgekit.model.data import fit_outputs, run_lines
 from edgekit.model.evalset import EvalSet
 from edgekit.model.reports import Emulation
 from edgekit.core.tables import Precision
@@ -31,7 +32,7 @@ def comparable(static: StaticModel, reference: Sequence[np.ndarray], test: Seque
         from edgekit.lite import nms
 
         return nms.comparable(reference, test)
-    return reference, test
+    return fit_outputs(reference, test)      # lines run in width groups: a subset's outputs may end earlier
 
 
 def holds_nms(static: StaticModel) -> bool:
@@ -74,7 +75,7 @@ def reference_outputs(static: StaticModel, evaluation: EvalSet) -> tuple[np.ndar
     """The FP32 reference: `paddle.static.Executor` on the program (checked against a second engine earlier)."""
     from edgekit.export import StaticRunner
 
-    return tuple(StaticRunner(static).run(evaluation.inputs))
+    return tuple(run_lines(StaticRunner(static).run, evaluation.samples))
 
 
 def require_finite(static: StaticModel, reference: Sequence[np.ndarray]) -> None:
@@ -126,17 +127,18 @@ TWIN_CRASH_HINT = ("opt converted an op that Paddle-Lite's runtime then stops on
                    "model.nb may fail the same way on a device: report the model with this line")
 
 
-def twin_process(nb_file, feed_names: Sequence[str], stage: str):
+def twin_process(nb_file, feed_names: Sequence[str], stage: str, per_shape: bool = False):
     """The build's x86 twin in a child process (lite/runtime.py: TwinProcess): a crash of Paddle-Lite's native code
     (an abort on a check, a segfault) fails `stage` with one line naming Lite's check, instead of ending the CLI with
-    no word and the staging folder left behind. Use it as a context manager."""
+    no word and the staging folder left behind. Use it as a context manager. `per_shape`: a predictor per input
+    shape (text lines in width groups: a Lite x86 predictor run at one width reads another wrongly)."""
     from edgekit.core.errors import ConversionError
     from edgekit.lite.runtime import TwinProcess
 
     def crashed(how: str) -> ConversionError:
         return ConversionError(f"{stage}: Paddle-Lite's x86 runtime crashed running the x86 twin {nb_file.name} "
                                f"({how})", TWIN_CRASH_HINT)
-    return TwinProcess(nb_file, feed_names, crashed=crashed)
+    return TwinProcess(nb_file, feed_names, per_shape=per_shape, crashed=crashed)
 
 
 def tier_a(report: parity.ParityReport, static: StaticModel, evaluation: EvalSet, reference: Sequence[np.ndarray],
@@ -204,7 +206,7 @@ def tier_b(report: parity.ParityReport, cfg: BuildConfig, static: StaticModel, q
 
     precision = cfg.precision.value
     how = "PaddleSlim simulation" if cfg.precision is Precision.int8 else "weight-rounding simulation"
-    simulated = StaticRunner(quantized.model).run(evaluation.inputs)
+    simulated = run_lines(StaticRunner(quantized.model).run, evaluation.samples)
     stats = parity.compare(*comparable(static, reference, simulated), static.fetches)
     engine = f"{precision} simulated"
     metrics = {engine: evaluation.evaluate(simulated)} if evaluation.has_truth else {}
