@@ -173,7 +173,7 @@ class Evaluator:
             from edgekit.lite import nms
 
             reference, compared = nms.comparable(self.reference, outputs)
-        else:       # lines run in width groups: a subset's outputs may end earlier (edgekit/model/data.py)
+        elif self.samples.lines is not None:    # width groups: a subset's outputs may end earlier (model/data.py)
             reference, compared = fit_outputs(self.reference, outputs)
         for ref, got in zip(reference, compared):
             if not np.isfinite(got).all():

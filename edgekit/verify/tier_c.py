@@ -78,7 +78,8 @@ def tier_c(rec, emulator: Emulator) -> tuple[parity.ParityReport, Emulation]:
     seconds = time.monotonic() - start
     engine = f"{cfg.target.value} .nb (emulated ARM)"
     subject = f"{engine} vs " + ("reference" if cfg.precision is Precision.fp32 or not subset.has_truth else "fp32")
-    stats = parity.compare(*tiers.comparable(rec.static, reference, outputs), rec.static.fetches)
+    lines = subset.samples.lines is not None      # the reference ran on the whole set, tier C on a subset
+    stats = parity.compare(*tiers.comparable(rec.static, reference, outputs, lines), rec.static.fetches)
     metrics = {engine: subset.evaluate(outputs)} if subset.has_truth else None
     if cfg.precision is Precision.fp32:
         checks = tiers.twin_tolerance(cfg.gates, evaluation.task).checks("C", subject, stats)
@@ -193,7 +194,8 @@ def _agreement(rec, subset, picks, outputs) -> dict | None:
     if rec.simulated is None:
         return None
     simulated = tiers.pick(rec.static, rec.simulated, picks)
-    stats = parity.differences(*tiers.comparable(rec.static, simulated, outputs), rec.static.fetches)
+    stats = parity.differences(*tiers.comparable(rec.static, simulated, outputs, subset.samples.lines is not None),
+                               rec.static.fetches)
     found = {"cosine": min(s.cosine for s in stats), "max_abs": parity.worst_max_abs(stats)}
     if subset.task is not None:
         found[f"{subset.primary}_agreement"] = subset.task.agreement(outputs, simulated)

@@ -25,14 +25,16 @@ from edgekit.core.tables import Precision
 from edgekit.tasks.base import Task
 
 
-def comparable(static: StaticModel, reference: Sequence[np.ndarray], test: Sequence[np.ndarray]) -> tuple:
+def comparable(static: StaticModel, reference: Sequence[np.ndarray], test: Sequence[np.ndarray],
+               lines: bool = False) -> tuple:
     """The two engines' outputs as the statistics compare them: as they are, or for a graph that kept its NMS op
-    (rows of all images + counts, lite/nms.py) the rows image by image, padded to the same count."""
+    (rows of all images + counts, lite/nms.py) the rows image by image, padded to the same count. `lines`: text
+    lines run in width groups on different sets (a subset's outputs may end earlier: `fit_outputs`)."""
     if holds_nms(static):
         from edgekit.lite import nms
 
         return nms.comparable(reference, test)
-    return fit_outputs(reference, test)      # lines run in width groups: a subset's outputs may end earlier
+    return fit_outputs(reference, test) if lines else (reference, test)
 
 
 def holds_nms(static: StaticModel) -> bool:
