@@ -161,44 +161,36 @@ def _inside(folder: str):
         os.chdir(previous)
 
 
-def line_batches(samples: Samples, batch_size: int) -> list[list[int]] | None:
-    """Text lines (`samples.lines`) in batches of at most `batch_size` within each width group (`width_groups`), as
-    they are scored; None for other samples (PaddleSlim's batches of `batch_size` in order)."""
-    groups = width_groups(samples)
-    if samples.lines is None or len(groups) == 1:
-        return None
+def line_batches(groups: list[tuple[np.ndarray, dict]], batch_size: int) -> list[list[int]]:
+    """Sample indices in batches of at most `batch_size` within each width group (`width_groups`)."""
     return [[int(i) for i in members[start:start + batch_size]]
             for members, _ in groups for start in range(0, len(members), batch_size)]
 
 
 def _loader(paddle, model: StaticModel, samples: Samples, batch_size: int):
-    """The DataLoader PaddleSlim insists on: static mode, feed vars named after the model's feeds. Text lines come
-    in batches of one width group each, cut to the group's width (`line_batches`)."""
+    """The DataLoader PaddleSlim insists on (static mode, feed vars named after the model's feeds), and the batch
+    count it must be told when text lines come in batches of one width group each, cut to the group's width
+    (`width_groups`, as they are scored); None: PaddleSlim's batches of `batch_size` in order."""
     names = [f.name for f in model.feeds]
-    batches = line_batches(samples, batch_size)
-    at = {}
-    if batches is not None:
-        for members, inputs in width_groups(samples):
-            for row, index in enumerate(members):
-                at[int(index)] = (inputs, row)
+    groups = width_groups(samples)
+    at = {int(index): (inputs, row) for members, inputs in groups for row, index in enumerate(members)}
 
     class _Calibration(paddle.io.Dataset):
         def __len__(self) -> int:
             return len(samples)
 
         def __getitem__(self, index: int):
-            if index in at:
-                inputs, row = at[index]
-                return tuple(inputs[n][row] for n in names)
-            return tuple(samples.inputs[n][index] for n in names)
+            inputs, row = at[index]
+            return tuple(inputs[n][row] for n in names)
 
     with paddle.static.program_guard(paddle.static.Program(), paddle.static.Program()):
         feed_vars = [paddle.static.data(name=f.name, shape=[-1, *f.shape[1:]], dtype=f.dtype) for f in model.feeds]
-    if batches is not None:
+    if len(groups) > 1:
+        batches = line_batches(groups, batch_size)
         return paddle.io.DataLoader(_Calibration(), feed_list=feed_vars, places=paddle.CPUPlace(),
-                                    batch_sampler=batches, return_list=False, num_workers=0)
+                                    batch_sampler=batches, return_list=False, num_workers=0), len(batches)
     return paddle.io.DataLoader(_Calibration(), feed_list=feed_vars, places=paddle.CPUPlace(), batch_size=batch_size,
-                                shuffle=False, drop_last=True, return_list=False, num_workers=0)
+                                shuffle=False, drop_last=True, return_list=False, num_workers=0), None
 
 
 def calibration_batches(available: int, cfg: QuantConfig, fixed_batch: int | None = None, sample_bytes: int = 0,
@@ -309,10 +301,9 @@ def _run(model: StaticModel, calib: Samples, cfg: QuantConfig, out_dir: Path, sk
         scope = paddle.static.Scope()
         try:
             with paddle.static.scope_guard(scope), paddle.utils.unique_name.guard():
-                loader = _loader(paddle, model, calib, batch_size)
-                grouped = line_batches(calib, batch_size)
+                loader, grouped = _loader(paddle, model, calib, batch_size)
                 if grouped is not None:     # every line, in more (smaller) batches than batch_nums
-                    batch_nums = len(grouped)
+                    batch_nums = grouped
                 ptq = _ptq_class()(
                     executor=exe,
                     model_dir=str(model.model_file.parent),

@@ -240,16 +240,16 @@ def import_metric(rec: StageView) -> StageView:
             found.update({by_feed[name]: rows for name, rows in geometry_rows(rec.geometry.bound, count).items()})
         return found
 
-    inputs = as_fed(dict(evaluation.inputs))
     batch = batch_limit(rec.static, evaluation.inputs)   # the fixed batch, else as memory allows
     lifted = rec.onnx_import.details.get("nms")
     if lifted is None:      # text lines in width groups, as the reference ran them
         source = run_lines(lambda feeds: onnxruntime_run(cfg.model.model_file, as_fed(feeds), batch), evaluation.samples)
-        source, imported, names, judged = source, reference, list(rec.onnx_import.fetches), evaluation
+        imported, names, judged = reference, list(rec.onnx_import.fetches), evaluation
     else:
         kept = find_nms(rec.static)
         source, imported, names = onnx_nms.at_op_inputs(load_onnx(cfg.model.model_file), lifted, rec.static,
-                                                        evaluation.inputs, inputs, batch, rec.work / "import-metric")
+                                                        evaluation.inputs, as_fed(dict(evaluation.inputs)), batch,
+                                                        rec.work / "import-metric")
         task = cut_task(kept[0], evaluation.task) if kept and evaluation.task is not None else evaluation.task
         judged = EvalSet(evaluation.samples, task, evaluation.truth)
     probe = "evaluation" if cfg.data.evaluation else "calibration" if cfg.data.calibration else "random"

@@ -79,9 +79,10 @@ def test_a_fixed_width_folder_runs_as_one_batch(tmp_path):
 
 
 def test_calibration_batches_hold_one_width_group_each(lines):
+    from edgekit.model.data import width_groups
     from quantize.ptq import line_batches
 
-    batches = line_batches(lines, 2)
+    batches = line_batches(width_groups(lines), 2)
     assert sorted(i for batch in batches for i in batch) == list(range(len(lines)))     # every line, once
     assert all(len(batch) <= 2 for batch in batches)
     widths = lines.lines.widths
