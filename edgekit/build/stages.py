@@ -23,7 +23,7 @@ from edgekit.verify import tiers
 from edgekit.model.artifacts import StaticModel
 from edgekit.contracts.settings import BuildConfig
 from edgekit.core.errors import ConversionError, UnsupportedOpsError
-from edgekit.model.data import run_lines
+from edgekit.model.data import one_width, run_lines
 from edgekit.model.evalset import evaluation_set, load_for, synthetic
 from edgekit.build.manifest import build_manifest
 from edgekit.model.parity import metric_label
@@ -460,7 +460,7 @@ def write_bundle(rec: StageView) -> StageView:
     from edgekit.export import StaticRunner
 
     cfg, staging, evaluation, report = rec.cfg, rec.staging, rec.evaluation, rec.report
-    golden_in = evaluation.samples.spread(min(cfg.gates.golden_count, len(evaluation)))
+    golden_in = one_width(evaluation.samples, cfg.gates.golden_count)    # text lines: one width group, at its width
     reference = StaticRunner(rec.static)
     ref_golden = reference.run(golden_in.inputs)
     tolerances = tiers.golden_tolerances(cfg, report, ref_golden)

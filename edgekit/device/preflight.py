@@ -200,8 +200,7 @@ def load_eval(path: Path, manifest: Manifest, data: Path, count: int):
         if got.ndim != len(want) or any(w != -1 and w != g for w, g in zip(want[1:], got.shape[1:])):
             raise DataError(f"--eval {data}: input {declared.name!r} has samples of shape {list(got.shape[1:])}, "
                             f"the bundle's model wants {want[1:]}", "give data the bundle's preprocessing turns into that")
-    samples = type(samples)({i.name: samples.inputs[i.name].astype(i.dtype, copy=False) for i in inputs},
-                            samples.labels, samples.files, samples.source)
+    samples = samples.with_inputs({i.name: samples.inputs[i.name].astype(i.dtype, copy=False) for i in inputs})
     task = task_of(task_file)
     stored = find_truth(data, len(samples))
     if stored is not None:

@@ -20,12 +20,13 @@ import signal
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from edgekit.contracts import runner as runner_contract
 from edgekit.core.errors import ConfigError, DataError, DeviceError, EdgekitError, InputModelError
+from edgekit.model.data import run_lines
 from .facts import DeviceFacts
 from .preflight import Prepared, Runtime
 from .transports import NO_SPACE, DeviceSpec, Transport
@@ -94,14 +95,22 @@ class DeviceSession:
         return entry, [np.load(f) for f in files]
 
     def evaluate(self, p: Prepared, folder: str) -> dict:
-        """The --eval subset in one launch without timing; its task metric."""
+        """The --eval subset without timing, in one launch (text lines: one per width group, at the group's width, as
+        the build's tiers read them: `run_lines`); its task metric."""
         evaluation = p.evaluation
-        local = self.scratch / f"b{p.index}" / "eval.npz"
-        local.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(local, **{k: np.ascontiguousarray(v) for k, v in evaluation.inputs.items()})
-        self.transport.push([local], folder)
-        _, files, _ = self._run(p, folder, "eval", ["--inputs", local.name], 0, 0)
-        metrics = evaluation.evaluate([np.load(f) for f in files])
+        files: list[Path] = []
+
+        def launch(inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+            label = f"eval-{len(files)}" if files else "eval"
+            local = self.scratch / f"b{p.index}" / f"{label}.npz"
+            local.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(local, **{k: np.ascontiguousarray(v) for k, v in inputs.items()})
+            self.transport.push([local], folder)
+            found = self._run(p, folder, label, ["--inputs", local.name], 0, 0)[1]
+            files.extend(found)
+            return [np.load(f) for f in found]
+
+        metrics = evaluation.evaluate(run_lines(launch, evaluation.samples))
         primary = evaluation.primary
         return {"metric": primary, "value": float(metrics[primary]), "metrics": metrics, "samples": len(evaluation),
                 "data": p.eval_source, "data_sha256": evaluation.digest(), "output_sha256": digest(files)}

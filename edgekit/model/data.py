@@ -13,7 +13,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from edgekit.core import limits
-from edgekit.core.errors import DataError
+from edgekit.core.errors import DataError, InputModelError
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +152,21 @@ def width_groups(samples: Samples) -> list[tuple[np.ndarray, dict[str, np.ndarra
     return found
 
 
+def one_width(samples: Samples, n: int) -> Samples:
+    """`n` samples spread over the set, as one batch that reads as `run_lines` reads it: text lines come from the
+    width group holding the most lines (the narrower on a tie), their feed cut to its width; fewer than `n` when the
+    group holds fewer. What a device replays as one tensor (the golden vectors), so it is judged on the tensors the
+    host's figures were measured on: padded to the folder's widest instead, the PP-OCRv5 rec INT8 `.nb` under qemu
+    missed its own golden cosine floor (0.944 against 0.967)."""
+    if samples.lines is None:
+        return samples.spread(n)
+    members, inputs = max(width_groups(samples), key=lambda group: len(group[0]))
+    group = Samples(inputs, None if samples.labels is None else samples.labels[members],
+                    tuple(samples.files[i] for i in members) if samples.files else (), samples.source,
+                    samples.lines.take(members))
+    return group.spread(n)
+
+
 def first_sample(samples: Samples) -> dict[str, np.ndarray]:
     """The first sample's inputs as `run_lines` runs it (a text line at its group's width): what is counted."""
     return width_groups(samples.head(1))[0][1]
@@ -169,10 +184,14 @@ def run_lines(run: Callable[[Mapping[str, np.ndarray]], list[np.ndarray]], sampl
     out = []
     for index in range(len(parts[0][1])):
         shapes = [outputs[index].shape for _, outputs in parts]
-        if len({len(shape) for shape in shapes}) != 1:
-            raise ValueError(f"output {index} has ranks {sorted({len(s) for s in shapes})} across width groups")
+        rows = [(len(members), outputs[index].shape[:1]) for members, outputs in parts]
+        if len({len(shape) for shape in shapes}) != 1 or any(shape != (count,) for count, shape in rows):
+            raise InputModelError(f"output {index} comes back as {[list(s) for s in shapes]} for width groups of "
+                                  f"{[count for count, _ in rows]} text lines: edgekit runs lines in groups of similar "
+                                  "width and needs every output to keep the batch as its first axis",
+                                  "export the recogniser with the batch first in every output (e.g. [N, T, C])")
         size = tuple(max(dims) for dims in zip(*(shape[1:] for shape in shapes)))
-        merged = np.zeros((len(samples), *size), parts[0][1][index].dtype)
+        merged = np.zeros((len(samples), *size), np.result_type(*(outputs[index] for _, outputs in parts)))
         for members, outputs in parts:
             piece = outputs[index]
             merged[(members, *(slice(0, d) for d in piece.shape[1:]))] = piece

@@ -39,7 +39,7 @@ OWN_FILES = {
     "edgekit/device/baseline.py:load": "the device suite's baseline store, written by edgekit",
     "edgekit/device/farm.py:run_device": "the result a node's edgekit wrote for this run",
     "edgekit/device/session.py:DeviceSession.launch": "outputs edgekit's runner wrote on the device",
-    "edgekit/device/session.py:DeviceSession.evaluate": "outputs edgekit's runner wrote on the device",
+    "edgekit/device/session.py:DeviceSession.evaluate.launch": "outputs edgekit's runner wrote on the device",
     "edgekit/matrix/cells.py:_cached": "a matrix row edgekit wrote",
     "edgekit/verify/counts.py:measure": "the instruction-count cache",
     "edgekit/verify/profile.py:measure": "the profile cache (edgekit's own, like the instruction-count cache)",

@@ -6,6 +6,9 @@ Padded to the widest, PP-OCRv5 mobile rec's INT8 .nb read 10 of 16 page crops, a
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import SimpleNamespace
+
 import cv2
 import numpy as np
 import pytest
@@ -88,3 +91,92 @@ def test_calibration_batches_hold_one_width_group_each(lines):
     widths = lines.lines.widths
     for batch in batches:
         assert len({group_width(widths[i], 8, 184) for i in batch}) == 1
+
+
+def test_golden_lines_are_one_width_group_at_its_width(lines):
+    """The golden vectors a device replays as one tensor are lines of one width group cut to its width, so each
+    reads there as the build's tiers read it (padded to the folder's widest, the PP-OCRv5 rec INT8 .nb under qemu
+    missed its golden cosine floor)."""
+    from edgekit.model.data import one_width, width_groups
+
+    golden = one_width(lines, 8)
+    biggest = max(width_groups(lines), key=lambda group: len(group[0]))
+    assert len(golden) == len(biggest[0]) >= 2 and golden.inputs["x"].shape == biggest[1]["x"].shape
+    whole = run_lines(fake_recogniser, lines)[0]
+    replayed = fake_recogniser(golden.inputs)[0]          # as a device runs the stored tensor, in one batch
+    for row, i in enumerate(biggest[0]):
+        assert np.array_equal(replayed[row], whole[i, :replayed.shape[1]]), i
+    assert one_width(lines, 1).inputs["x"].shape[0] == 1
+
+
+def test_golden_of_a_fixed_width_folder_is_spread_over_it(tmp_path):
+    from edgekit.model.data import one_width
+
+    fixed = PreprocessSpec(color="gray", resize=(4, 8), scale=1.0 / 255)
+    for i in range(5):
+        cv2.imwrite(str(tmp_path / f"{i}.png"), np.full((4, 8), i, np.uint8))
+    golden = one_width(load_images(tmp_path, fixed, "x"), 3)
+    assert golden.files == ("0.png", "2.png", "4.png")
+
+
+def test_outputs_without_the_batch_first_are_refused_not_merged(lines):
+    from edgekit.core.errors import InputModelError
+
+    def time_major(inputs):                 # [T, N, C]: merged by rows, time and batch would be mixed silently
+        return [np.swapaxes(fake_recogniser(inputs)[0], 0, 1)]
+
+    with pytest.raises(InputModelError, match="batch as its first axis"):
+        run_lines(time_major, lines)
+    with pytest.raises(InputModelError, match="batch as its first axis"):
+        run_lines(lambda inputs: [np.zeros((1, 3), np.float32)], lines)
+
+
+def test_groups_answering_in_other_dtypes_merge_without_truncation(lines):
+    def mixed(inputs):
+        out = fake_recogniser(inputs)[0]
+        return [out.astype(np.int64) if inputs["x"].shape[-1] <= 8 else out + np.float32(0.5)]
+
+    merged = run_lines(mixed, lines)[0]
+    assert merged.dtype.kind == "f" and (merged[3, 0] % 1 != 0).any()
+
+
+def test_a_device_eval_launches_each_width_group_at_its_width(lines, tmp_path):
+    """`edgekit device test --eval` on text lines: one runner launch per width group, scored on the merged outputs,
+    as the build's tiers scored them (it used to push the folder padded to its widest line, in one launch)."""
+    from edgekit.device.session import DeviceSession
+
+    class Pushes:
+        def push(self, files, folder):
+            assert all(Path(f).is_file() for f in files)
+
+    class Scored:                       # an EvalSet's face: the samples, and a metric over the merged outputs
+        samples, primary, seen = lines, "m", []
+
+        def __len__(self):
+            return len(lines)
+
+        def evaluate(self, outputs):
+            self.seen.append(outputs[0])
+            return {"m": 1.0}
+
+        def digest(self):
+            return "d"
+
+    session = DeviceSession.__new__(DeviceSession)
+    session.scratch, session.transport, launched = tmp_path / "pull", Pushes(), []
+
+    def runner(p, folder, label, argv, warmup, repeat):
+        with np.load(session.scratch / "b0" / argv[-1]) as data:
+            x = data["x"]
+        launched.append((label, x.shape[-1]))
+        out = tmp_path / f"{label}.npy"
+        np.save(out, fake_recogniser({"x": x})[0])
+        return {}, [out], 0.0
+
+    session._run = runner
+    p, evaluation = SimpleNamespace(index=0, eval_source="data"), Scored()
+    p.evaluation = evaluation
+    found = session.evaluate(p, "remote")
+    assert [w for _, w in launched] == [width for _, width in lines.lines.groups(184)] and len(launched) > 1
+    assert launched[0][0] == "eval" and len({label for label, _ in launched}) == len(launched)
+    assert np.array_equal(evaluation.seen[0], run_lines(fake_recogniser, lines)[0]) and found["samples"] == len(lines)
