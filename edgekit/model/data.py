@@ -161,10 +161,7 @@ def one_width(samples: Samples, n: int) -> Samples:
     if samples.lines is None:
         return samples.spread(n)
     members, inputs = max(width_groups(samples), key=lambda group: len(group[0]))
-    group = Samples(inputs, None if samples.labels is None else samples.labels[members],
-                    tuple(samples.files[i] for i in members) if samples.files else (), samples.source,
-                    samples.lines.take(members))
-    return group.spread(n)
+    return samples.take(members).with_inputs(inputs).spread(n)
 
 
 def first_sample(samples: Samples) -> dict[str, np.ndarray]:
