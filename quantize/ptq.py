@@ -228,12 +228,19 @@ def calibration_sample_bytes(model: StaticModel, samples: Samples, quantizable: 
 def plan_batches(model: StaticModel, samples: Samples, cfg: QuantConfig, quantizable: list[str] | None = None,
                  memory_bytes: int | None = None, algos: tuple[str, ...] = ()) -> CalibrationBatches:
     """`calibration_batches` for `model` on `samples`, with its memory estimate for `algos` (default: cfg.algo) and
-    the host's MemAvailable (or `memory_bytes`)."""
+    the host's MemTotal (or `memory_bytes`): the batch changes thresholds and cache keys, so it must not move with
+    what other jobs hold (edgekit/core/memory.py). A batch larger than what is free now is said, not lowered."""
     if model.fixed_batch is not None or cfg.batch_size <= 1:
         return calibration_batches(len(samples), cfg, model.fixed_batch)
     per_sample = calibration_sample_bytes(model, samples, quantizable, algos or (cfg.algo,))
-    return calibration_batches(len(samples), cfg, None, per_sample,
-                               memory.available_bytes() if memory_bytes is None else memory_bytes)
+    batches = calibration_batches(len(samples), cfg, None, per_sample,
+                                  memory.calibration_bytes() if memory_bytes is None else memory_bytes)
+    free = memory.available_bytes()
+    if memory_bytes is None and free and batches.batch_size * per_sample > free * memory.MEMORY_FRACTION:
+        log.warning("calibration batches of %d hold ~%s; %s is free now (other jobs): it may run short of memory "
+                    "(a smaller [quantize] batch_size needs less, and gives other thresholds)", batches.batch_size,
+                    memory.describe_bytes(batches.batch_size * per_sample), memory.describe_bytes(free))
+    return batches
 
 
 def quantizable_ops(float_ops: tuple[str, ...] = ()) -> list[str]:

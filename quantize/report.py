@@ -104,7 +104,7 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
     if batches is not None and batches.lowered:
         out.append(f"- calibration batches: {batches.batch_nums} of {batches.batch_size}, lowered from {batches.asked} "
                    f"for memory (~{describe_bytes(batches.sample_bytes)} a sample, "
-                   f"{describe_bytes(batches.available_bytes or 0)} available)")
+                   f"sized against the host's {describe_bytes(batches.memory_bytes or 0)})")
     sizes = result.weight_bytes()
     out.append(f"- quantisable-layer weights as deployed: {_kib(sizes['int8'])} int8 + {_kib(sizes['float'])} float "
                f"(all fp32: {_kib(sizes['all_fp32'])})")
@@ -119,7 +119,11 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
 
     out += ["", "## Layers", ""]
     if result.sensitivity:
-        out.append(f"Sensitivity by method `{method}`: {SENSITIVITY_METHODS[method][0]}; rank 1 = most sensitive.")
+        by_points = (result.plan is None or result.plan.rank_by == "task") and any(
+            s.points is not None for s in result.sensitivity)
+        order = (f"ranked by the {metric} points the layer costs, then by that error" if by_points
+                 else "ranked by that error")
+        out.append(f"Sensitivity by method `{method}`: {SENSITIVITY_METHODS[method][0]}; {order}; rank 1 = most sensitive.")
         if shown:
             out.append("The drops are in mAP points below the FP32 reference on the ranking samples, for the candidate "
                        "the method measured (`alone`: only this layer in int8; `all-but`: only this layer in float; "

@@ -37,7 +37,7 @@ from typing import Callable, Mapping, Sequence
 
 from edgekit.core import atomic, executors
 from edgekit.model.artifacts import CalibrationBatches, QuantizedModel, StaticModel, sha256_file
-from edgekit.contracts.settings import CALIBRATION_ALGOS, QuantConfig
+from edgekit.contracts.settings import CALIBRATION_ALGOS, RANK_BY, QuantConfig
 from edgekit.model.data import Samples
 from edgekit.core.errors import ConfigError, QuantizeError
 from edgekit.model.evalset import EvalSet
@@ -54,7 +54,8 @@ log = logging.getLogger(__name__)
 CACHE_FORMAT = "edgekit-ptq-cache/1"
 # QuantConfig fields that steer the search but not one calibration: outside the key, so changing them reuses entries
 SEARCH_ONLY_FIELDS = frozenset({"algo", "search_algos", "max_drop", "fallback", "max_float_fraction", "analyse_layers",
-                                "sensitivity_method", "sensitivity_samples", "cache_dir", "cost_candidates"})
+                                "sensitivity_method", "sensitivity_samples", "cache_dir", "cost_candidates",
+                                "rank_by"})
 ENTRY = "entry.json"
 CALIBRATION_MEMORY_MB = 1536      # what one calibration task holds, for sizing a pool (PP-OCR rec measured ~1.2 GB)
 
@@ -276,6 +277,7 @@ class SearchPlan:
     sensitivity_samples: int = 0             # evaluation samples for ranking layers; 0 = all of them
     always_analyse: bool = False             # rank layers for the report even when no fallback is needed
     cost_candidates: int = 0                 # candidates within the budget counted under qemu (quantize/cost.py); 0 = off
+    rank_by: str = "task"                    # see sensitivity.rank
 
     def __post_init__(self) -> None:
         unknown = [a for a in self.algos if a not in CALIBRATION_ALGOS]
@@ -286,6 +288,8 @@ class SearchPlan:
             raise ConfigError(f"sensitivity method {self.method!r} is unknown", f"use one of {', '.join(SENSITIVITY_METHODS)}")
         if self.sensitivity_samples < 0:
             raise ConfigError("sensitivity_samples is negative", "give a sample count, or 0 for all evaluation samples")
+        if self.rank_by not in RANK_BY:
+            raise ConfigError(f"rank_by {self.rank_by!r} is unknown", f"use one of {', '.join(RANK_BY)}")
         if self.cost_candidates < 0:
             raise ConfigError("cost_candidates is negative", "give how many candidates to count, or 0 to not count cost")
         max_float_layers(2, self.max_float_fraction)     # validates the fraction
@@ -608,7 +612,8 @@ def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: 
                              "calibration; ranked with alone instead")
             full = best.score if ranker is evaluator else run(best.algo, (), "sensitivity", ranker).score
             prefetch([(best.algo, skip) for skip in sensitivity_skips(layers, method)], ranker)
-            sensitivity = analyse(layers, lambda skip: run(best.algo, skip, "sensitivity", ranker).score, full, method)
+            sensitivity = analyse(layers, lambda skip: run(best.algo, skip, "sensitivity", ranker).score, full, method,
+                                  plan.rank_by)
     if need_fallback:
         result_fallback = fallback([s.layer.key for s in sensitivity],
                                    lambda skip: run(best.algo, skip, "fallback", evaluator).score,

@@ -27,6 +27,7 @@ from edgekit.model.data import Samples, fit_outputs, run_lines, spread_indices
 from edgekit.model.evalset import EvalSet
 from edgekit.model.parity import COSINE_DROP, Budget, Score
 from edgekit.core.errors import ConfigError
+from edgekit.contracts.settings import RANK_BY
 
 log = logging.getLogger(__name__)
 
@@ -219,14 +220,20 @@ def _all_but_skip(layer: QuantLayer, keys: tuple[str, ...]) -> tuple[str, ...]:
     return (layer.key,)
 
 
-def _alone(layer: QuantLayer, keys: tuple[str, ...], evaluate: Evaluate, full: Score) -> tuple[Score, float]:
+def _points(drop: float | None) -> float | None:
+    """Task points as a ranking term: a candidate that reads better than FP32 costs nothing, not less than nothing."""
+    return None if drop is None else max(0.0, drop)
+
+
+def _alone(layer: QuantLayer, keys: tuple[str, ...], evaluate: Evaluate, full: Score) -> tuple[Score, float, float | None]:
     score = evaluate(_alone_skip(layer, keys))
-    return score, score.error
+    return score, score.error, _points(score.task_drop)
 
 
-def _all_but(layer: QuantLayer, keys: tuple[str, ...], evaluate: Evaluate, full: Score) -> tuple[Score, float]:
+def _all_but(layer: QuantLayer, keys: tuple[str, ...], evaluate: Evaluate, full: Score) -> tuple[Score, float, float | None]:
     score = evaluate(_all_but_skip(layer, keys))
-    return score, full.error - score.error
+    gained = None if score.task_drop is None or full.task_drop is None else full.task_drop - score.task_drop
+    return score, full.error - score.error, _points(gained)
 
 
 _SKIPS = {"alone": _alone_skip, "all-but": _all_but_skip}
@@ -256,12 +263,14 @@ SENSITIVITY_METHODS: dict[str, tuple[str, Callable | None]] = {
 class LayerSensitivity:
     layer: QuantLayer
     score: Score          # the measured candidate (see the method)
-    value: float          # the ranking value: higher = more sensitive
+    value: float          # the method's error: higher = more sensitive
     rank: int             # 1 = most sensitive
+    points: float | None = None   # task points the layer costs by the method (alone: its drop), None without truth
 
 
-def analyse(layers: Sequence[QuantLayer], evaluate: Evaluate, full: Score, method: str = "alone") -> tuple[LayerSensitivity, ...]:
-    """Measure every skippable layer with `method`; most sensitive first, ties in program order."""
+def analyse(layers: Sequence[QuantLayer], evaluate: Evaluate, full: Score, method: str = "alone",
+            rank_by: str = "task") -> tuple[LayerSensitivity, ...]:
+    """Measure every skippable layer with `method`; most sensitive first (`rank`), ties in program order."""
     if method not in SENSITIVITY_METHODS:
         raise ConfigError(f"sensitivity method {method!r} is unknown", f"use one of {', '.join(SENSITIVITY_METHODS)}")
     measure = SENSITIVITY_METHODS[method][1]
@@ -272,17 +281,34 @@ def analyse(layers: Sequence[QuantLayer], evaluate: Evaluate, full: Score, metho
     keys = tuple(layer.key for layer in controllable)
     measured, eta = [], Eta()
     for layer in controllable:
-        score, value = measure(layer, keys, evaluate, full)
-        measured.append((layer, score, value))
-        log.info("sensitivity %d/%d %s %s (%s): %.4g, %s", len(measured), len(controllable), method, layer.name,
-                 layer.op_type, value, eta.tick(len(controllable) - len(measured)))
-    return rank(measured)
+        score, value, points = measure(layer, keys, evaluate, full)
+        measured.append((layer, score, value, points))
+        log.info("sensitivity %d/%d %s %s (%s): %.4g%s, %s", len(measured), len(controllable), method, layer.name,
+                 layer.op_type, value, "" if points is None else f" ({points:.4g} points)",
+                 eta.tick(len(controllable) - len(measured)))
+    return rank(measured, rank_by)
 
 
-def rank(measured: Sequence[tuple[QuantLayer, Score, float]]) -> tuple[LayerSensitivity, ...]:
-    """Most sensitive first; equal values keep program order, so the ranking is deterministic."""
-    ordered = sorted(measured, key=lambda item: (-item[2] if not math.isnan(item[2]) else -math.inf, item[0].index))
-    return tuple(LayerSensitivity(layer, score, value, i + 1) for i, (layer, score, value) in enumerate(ordered))
+def rank(measured: Sequence[tuple], rank_by: str = "task") -> tuple[LayerSensitivity, ...]:
+    """Most sensitive first; equal values keep program order, so the ranking is deterministic.
+
+    `measured`: (layer, score, value) or (layer, score, value, task points). With `rank_by` "task" the layers that
+    cost task points come first, most points first, and the method's error orders equal points: the budget is in
+    task points, and the error (output cosine) can rank a layer that alone breaks 3 lines of 100 ninth (PP-OCRv5
+    rec's conv2d_141). A small sample moves the points in coarse steps; the error still orders within each step.
+    "error" orders by the error alone."""
+    if rank_by not in RANK_BY:
+        raise ConfigError(f"rank_by {rank_by!r} is unknown", f"use one of {', '.join(RANK_BY)}")
+    rows = [tuple(item) + (None,) * (4 - len(item)) for item in measured]
+
+    def key(row):
+        layer, _, value, points = row
+        by_points = -_points(points) if rank_by == "task" and points is not None and not math.isnan(points) else 0.0
+        return by_points, (-value if not math.isnan(value) else -math.inf), layer.index
+
+    ordered = sorted(rows, key=key)
+    return tuple(LayerSensitivity(layer, score, value, i + 1, points)
+                 for i, (layer, score, value, points) in enumerate(ordered))
 
 
 # ---------------------------------------------------------------- fallback

@@ -13,7 +13,7 @@ from typing import Any, Mapping
 
 from edgekit.contracts.env import LITE_ARM_ENV
 from edgekit.contracts.files import NAME_TEXT, check_name
-from edgekit.contracts.settings import (CALIBRATION_ALGOS, NMS_CHOICES, BuildConfig, DataConfig, EmulationConfig,
+from edgekit.contracts.settings import (CALIBRATION_ALGOS, NMS_CHOICES, RANK_BY, BuildConfig, DataConfig, EmulationConfig,
                                         InputSpec, ModelConfig, ParityGates, QuantConfig, TaskConfig, load_toml)
 from edgekit.contracts.preprocess import PreprocessSpec
 from edgekit.core.errors import ConfigError, DataError, EdgekitError
@@ -269,6 +269,9 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
         raise ConfigError(f"sensitivity_method {quant.sensitivity_method!r} is unknown", f"use {' or '.join(SENSITIVITY_METHODS)}")
     if quant.sensitivity_samples < 0:
         raise ConfigError("sensitivity_samples is negative", "give a sample count, or 0 for all evaluation samples")
+    if quant.rank_by not in RANK_BY:
+        raise ConfigError(f"[quantize] rank_by = {quant.rank_by!r} is unknown",
+                          f"use {' or '.join(repr(r) for r in RANK_BY)} (task points first, or output error only)")
     if quant.cost_candidates < 0:
         raise ConfigError(f"[quantize] cost_candidates = {quant.cost_candidates} is negative",
                           "give how many INT8 candidates within the budget to count (e.g. 3), or 0 to not count cost")

@@ -284,7 +284,7 @@ def quantize_int8(rec: StageView) -> StageView:
     cfg, q, evaluation = rec.cfg, rec.cfg.quant, rec.evaluation
     plan = SearchPlan(tiers.precision_budget(cfg, evaluation), q.search_algos or (q.algo,), q.fallback,
                       q.max_float_fraction, q.sensitivity_method, q.sensitivity_samples, q.analyse_layers,
-                      q.cost_candidates)
+                      q.cost_candidates, q.rank_by)
     judge = Evaluator.for_model(rec.static, evaluation, reference=rec.reference)
     coster, no_cost = _search_coster(rec) if q.cost_candidates else (None, "[quantize] cost_candidates = 0")
     search = quantize_to_budget(rec.static, rec.calibration, evaluation.samples, q, plan, _folder(rec, "quant"),

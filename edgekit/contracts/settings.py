@@ -81,6 +81,10 @@ class DataConfig:
     images: Path | None = None            # sample images for the bundle's golden image cases (default: image-folder eval data)
 
 
+# how the INT8 search orders layers: task points first (with truth), or the method's output error only
+RANK_BY = ("task", "error")
+
+
 @dataclass(frozen=True)
 class QuantConfig:
     algo: str = "avg"
@@ -93,6 +97,7 @@ class QuantConfig:
     max_float_fraction: float = 0.5
     sensitivity_method: str = "alone"     # rank by "only this layer int8", "all-but" (everything else int8) or "local"
     sensitivity_samples: int = 0          # 0 = all evaluation samples
+    rank_by: str = "task"                 # order layers by task points first ("task", with truth) or by error only
     analyse_layers: bool = False          # rank every layer for the report even when no fallback is needed
     cost_candidates: int = 3              # INT8 candidates within the budget counted under qemu (tier C); 0 = accuracy only
     cache_dir: Path | None = None         # calibration cache; None = no cache

@@ -246,16 +246,26 @@ def _first_done(handles: list, translate: Callable[[Exception], Exception]) -> l
 # ---------------------------------------------------------------- local process pool
 
 
-def available_memory_mb() -> int | None:
-    """MemAvailable from /proc/meminfo (Linux); None where it cannot be read."""
+def _meminfo_mb(field: str) -> int | None:
+    """One field of /proc/meminfo (Linux) in MiB; None where it cannot be read."""
     try:
         with open("/proc/meminfo", encoding="ascii") as handle:
             for line in handle:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) // 1024
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def available_memory_mb() -> int | None:
+    """MemAvailable: what the host can give now (it moves with every other job)."""
+    return _meminfo_mb("MemAvailable")
+
+
+def total_memory_mb() -> int | None:
+    """MemTotal: the host's memory, the same from run to run."""
+    return _meminfo_mb("MemTotal")
 
 
 def usable_cores() -> int:

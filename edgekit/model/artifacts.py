@@ -56,7 +56,7 @@ class CalibrationBatches:
     batch_nums: int
     asked: int                             # the batch the settings (or a fixed-batch program) asked for
     sample_bytes: int = 0                  # estimated memory one sample holds during calibration; 0 = not estimated
-    available_bytes: int | None = None     # the host's MemAvailable when the batch was chosen
+    memory_bytes: int | None = None        # the host memory the batch was sized against (MemTotal)
 
     @property
     def samples(self) -> int:
@@ -72,7 +72,7 @@ class CalibrationBatches:
             return ""
         return (f"calibrating in batches of {self.batch_size}, not {self.asked}, for memory: one sample holds "
                 f"~{memory_rule.describe_bytes(self.sample_bytes)} during calibration and "
-                f"{memory_rule.describe_bytes(self.available_bytes or 0)} is available (at most "
+                f"the host has {memory_rule.describe_bytes(self.memory_bytes or 0)} (at most "
                 f"{memory_rule.MEMORY_FRACTION:.0%} of it is used); {self.batch_nums} batches keep the {self.samples} samples")
 
     def task_memory_mb(self) -> int:
@@ -82,12 +82,12 @@ class CalibrationBatches:
     def to_json(self) -> dict:
         return {"batch_size": self.batch_size, "batch_nums": self.batch_nums, "asked": self.asked,
                 "lowered_for_memory": self.lowered, "sample_bytes": self.sample_bytes,
-                "available_bytes": self.available_bytes}
+                "memory_bytes": self.memory_bytes}
 
     @classmethod
     def from_json(cls, raw: dict) -> "CalibrationBatches":
         return cls(int(raw["batch_size"]), int(raw["batch_nums"]), int(raw["asked"]), int(raw.get("sample_bytes", 0)),
-                   raw.get("available_bytes"))
+                   raw.get("memory_bytes", raw.get("available_bytes")))     # older files: MemAvailable
 
 
 @dataclass(frozen=True)

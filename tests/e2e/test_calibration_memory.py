@@ -53,9 +53,9 @@ def test_a_batch_lowered_for_memory_keeps_the_samples_and_the_thresholds(tmp_pat
     cfg = QuantConfig(algo="abs_max", batch_size=16, batch_nums=1)
     per_sample = ptq.calibration_sample_bytes(model, samples)
     runs = {}
-    for name, fit in (("roomy", 32), ("tight", 4.5)):          # samples the memory rule's share of MemAvailable holds
-        available = int(fit * per_sample / memory.MEMORY_FRACTION)
-        monkeypatch.setattr(executors, "available_memory_mb", lambda available=available: available >> 20)
+    for name, fit in (("roomy", 32), ("tight", 4.5)):          # samples the memory rule's share of MemTotal holds
+        total = int(fit * per_sample / memory.MEMORY_FRACTION)
+        monkeypatch.setattr(executors, "total_memory_mb", lambda total=total: total >> 20)
         out = tmp_path / name
         out.mkdir()
         runs[name] = (ptq.quantize_int8(model, samples, cfg, out), json.loads((out / ptq.SCALES_FILE).read_text()))

@@ -359,7 +359,7 @@ def test_to_json_is_json_serialisable(tmp_path):
     assert record["quant"] == {"algo": "avg", "batch_size": 16, "batch_nums": 8, "onnx_format": False,
                                "search_algos": [], "max_drop": None, "fallback": True, "max_float_fraction": 0.5,
                                "sensitivity_method": "alone", "sensitivity_samples": 0, "analyse_layers": False,
-                               "cost_candidates": 3,
+                               "rank_by": "task", "cost_candidates": 3,
                                "cache_dir": str(Path.home() / ".cache" / "edgekit" / "calibration")}
 
 
@@ -368,6 +368,15 @@ def test_cost_candidates_is_read_from_quantize_and_checked(tmp_path):
     assert resolve(toml, {}, environ=NO_ENV).quant.cost_candidates == 1
     bad = write_toml(tmp_path, FACTORY_MODEL + '[quantize]\ncost_candidates = -2\n')
     with pytest.raises(ConfigError, match="cost_candidates = -2 is negative"):
+        resolve(bad, {}, environ=NO_ENV)
+
+
+def test_rank_by_is_read_from_quantize_and_checked(tmp_path):
+    assert resolve(write_toml(tmp_path, FACTORY_MODEL), {}, environ=NO_ENV).quant.rank_by == "task"
+    toml = write_toml(tmp_path, FACTORY_MODEL + '[quantize]\nrank_by = "error"\n')
+    assert resolve(toml, {}, environ=NO_ENV).quant.rank_by == "error"
+    bad = write_toml(tmp_path, FACTORY_MODEL + '[quantize]\nrank_by = "cosine"\n')
+    with pytest.raises(ConfigError, match="rank_by = 'cosine' is unknown"):
         resolve(bad, {}, environ=NO_ENV)
 
 

@@ -75,6 +75,29 @@ def test_calibration_batch_is_lowered_to_what_a_quarter_of_the_available_memory_
     assert _pair(calibration_batches(500, cfg, fixed_batch=4, sample_bytes=40 * GB, memory_bytes=GB)) == (4, 32)
 
 
+def test_calibration_batch_follows_the_host_not_what_other_jobs_hold(monkeypatch, caplog):
+    """The batch changes thresholds and the cache keys: sized against MemAvailable, a PP-OCRv5 rec rebuild beside
+    other jobs calibrated in other batches and missed every cached score. MemTotal gives one answer per machine."""
+    from types import SimpleNamespace
+
+    from edgekit.contracts.settings import QuantConfig
+    from edgekit.core import executors
+    from edgekit.quantize import ptq
+
+    monkeypatch.setattr(ptq, "calibration_sample_bytes", lambda *args, **kwargs: int(0.54 * GB))
+    monkeypatch.setattr(executors, "total_memory_mb", lambda: 23 * 1024)
+    model, samples, cfg = SimpleNamespace(fixed_batch=None), list(range(100)), QuantConfig(batch_size=16, batch_nums=4)
+    seen = []
+    for free_gb in (22, 12, 3):                    # idle, beside CI, beside two other builds
+        monkeypatch.setattr(executors, "available_memory_mb", lambda free_gb=free_gb: free_gb * 1024)
+        with caplog.at_level("WARNING", logger="edgekit.quantize.ptq"):
+            caplog.clear()
+            found = ptq.plan_batches(model, samples, cfg)
+        seen.append((_pair(found), found.memory_bytes, bool(caplog.records)))
+    assert seen == [((8, 8), 23 * GB, False), ((8, 8), 23 * GB, True), ((8, 8), 23 * GB, True)]
+    assert "free now" in caplog.records[0].getMessage()
+
+
 def test_fitting_batch_reads_memavailable(monkeypatch):
     from edgekit.core import executors, memory
 

@@ -120,6 +120,48 @@ def test_rank_most_sensitive_first_ties_in_program_order():
     assert [s.rank for s in ranked] == [1, 2, 3, 4]
 
 
+def _lines(errors: dict[str, float], broken: dict[str, int], total: int = 100):
+    """A fake evaluate(skip) with truth: each int8 layer adds its error to 1 - cosine and breaks its lines."""
+    def evaluate(skip):
+        error = sum(e for k, e in errors.items() if k not in skip)
+        lost = sum(n for k, n in broken.items() if k not in skip)
+        return Score(1.0 - error, 20.0, 100.0 * (total - lost) / total, 100.0 * lost / total)
+    return evaluate
+
+
+def test_with_truth_the_layers_that_cost_task_points_rank_first():
+    """The budget is in task points: on the PP-OCRv5 rec, conv2d_141 alone in int8 lost 3 lines of 100 and ranked
+    ninth by cosine. Ranked by points first, the fallback floats it first and meets a 1-point budget with one
+    float layer instead of four."""
+    errors = {"a": 0.02, "b": 0.015, "c": 0.012, "d": 0.001}     # the cosine order: a, b, c, d
+    broken = {"d": 3}                                            # but only d breaks lines
+    layers = [_layer(i, k) for i, k in enumerate("abcd")]
+    evaluate = _lines(errors, broken)
+    full = evaluate(())
+    by_task = analyse(layers, evaluate, full, "alone")
+    assert [s.layer.key for s in by_task] == ["d", "a", "b", "c"] and by_task[0].points == pytest.approx(3.0)
+    assert [s.points for s in by_task[1:]] == [0.0, 0.0, 0.0]
+    by_error = analyse(layers, evaluate, full, "alone", "error")
+    assert [s.layer.key for s in by_error] == ["a", "b", "c", "d"]
+    budget = Budget.for_data(1.0, "exact_match")
+    assert fallback([s.layer.key for s in by_task], evaluate, budget, 3, start=full).skip == ("d",)
+    chosen = fallback([s.layer.key for s in by_error], evaluate, budget, 3, start=full)
+    assert not chosen.holds and len(chosen.steps) == 4        # a, b, c floated: the limit, still 3 points down
+    # all-but: the points a layer wins back when it alone is float
+    assert [s.layer.key for s in analyse(layers, evaluate, full, "all-but")] == ["d", "a", "b", "c"]
+    with pytest.raises(ConfigError, match="rank_by"):
+        analyse(layers, evaluate, full, "alone", "points")
+
+
+def test_ranking_points_are_never_below_zero_and_absent_without_truth():
+    layers = [_layer(i, k) for i, k in enumerate("abc")]
+    ranked = rank([(layers[0], Score(0.7, 1), 0.3, -2.0), (layers[1], Score(0.8, 1), 0.2, None),
+                   (layers[2], Score(0.95, 1), 0.05, 1.0)])
+    assert [s.layer.key for s in ranked] == ["c", "a", "b"]      # a read better than FP32: 0 points, not -2
+    evaluate = _additive({"a": 0.1, "b": 0.2})
+    assert all(s.points is None for s in analyse(layers[:2], evaluate, evaluate(()), "alone"))
+
+
 @pytest.mark.parametrize("method,expected_skips", [
     ("alone", [("b", "c"), ("a", "c"), ("a", "b")]),      # everything but the layer is float
     ("all-but", [("a",), ("b",), ("c",)]),                # only the layer is float
