@@ -102,6 +102,22 @@ def _ptq_class():
     class LowRankFloat(PostTrainingQuantization):
         low_rank: tuple[str, ...] = ()
         float_ops: tuple[str, ...] = ()
+        batch_sizes: tuple[int, ...] = ()     # the loader's batches in order when their sizes differ (width groups)
+        _batches_sampled = 0
+
+        def _sample_avg(self):
+            """Paddle's `avg` keeps, per batch, the batch's mean of per-sample maxima, and averages those: batches of
+            different sizes (text lines in width groups) would weigh a line of a small batch more than one of a full
+            batch. Each batch's value is kept once per sample, so the threshold is the mean over samples, as it is
+            in batches of equal size, however the lines are grouped."""
+            before = {name: len(values) for name, values in self._quantized_var_avg.items()}
+            super()._sample_avg()
+            at = self._batches_sampled
+            self._batches_sampled += 1
+            count = self.batch_sizes[at] if at < len(self.batch_sizes) else 1
+            for name, values in self._quantized_var_avg.items():
+                if count > 1 and len(values) > before.get(name, 0):
+                    values.extend([values[-1]] * (count - 1))
 
         def _collect_target_varnames(self):
             super()._collect_target_varnames()
@@ -169,8 +185,8 @@ def line_batches(groups: list[tuple[np.ndarray, dict]], batch_size: int) -> list
 
 def _loader(paddle, model: StaticModel, samples: Samples, batch_size: int):
     """The DataLoader PaddleSlim insists on (static mode, feed vars named after the model's feeds), and the batch
-    count it must be told when text lines come in batches of one width group each, cut to the group's width
-    (`width_groups`, as they are scored); None: PaddleSlim's batches of `batch_size` in order."""
+    sizes of the batches it must be told about when text lines come in batches of one width group each, cut to the
+    group's width (`width_groups`, as they are scored); None: PaddleSlim's batches of `batch_size` in order."""
     names = [f.name for f in model.feeds]
     groups = width_groups(samples)
     at = {int(index): (inputs, row) for members, inputs in groups for row, index in enumerate(members)}
@@ -188,7 +204,7 @@ def _loader(paddle, model: StaticModel, samples: Samples, batch_size: int):
     if len(groups) > 1:
         batches = line_batches(groups, batch_size)
         return paddle.io.DataLoader(_Calibration(), feed_list=feed_vars, places=paddle.CPUPlace(),
-                                    batch_sampler=batches, return_list=False, num_workers=0), len(batches)
+                                    batch_sampler=batches, return_list=False, num_workers=0), [len(b) for b in batches]
     return paddle.io.DataLoader(_Calibration(), feed_list=feed_vars, places=paddle.CPUPlace(), batch_size=batch_size,
                                 shuffle=False, drop_last=True, return_list=False, num_workers=0), None
 
@@ -310,7 +326,7 @@ def _run(model: StaticModel, calib: Samples, cfg: QuantConfig, out_dir: Path, sk
             with paddle.static.scope_guard(scope), paddle.utils.unique_name.guard():
                 loader, grouped = _loader(paddle, model, calib, batch_size)
                 if grouped is not None:     # every line, in more (smaller) batches than batch_nums
-                    batch_nums = grouped
+                    batch_nums = len(grouped)
                 ptq = _ptq_class()(
                     executor=exe,
                     model_dir=str(model.model_file.parent),
@@ -336,6 +352,8 @@ def _run(model: StaticModel, calib: Samples, cfg: QuantConfig, out_dir: Path, sk
                     optimize_model=False,
                     skip_tensor_list=list(skip_tensors) or None,
                 )
+                if grouped is not None and len(set(grouped)) > 1:
+                    ptq.batch_sizes = tuple(grouped)
                 if replay is None:
                     ptq.quantize()
                 else:

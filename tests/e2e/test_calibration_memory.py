@@ -1,7 +1,7 @@
 """Calibration's batch fits the memory (issue 30): PP-OCRv5 det at 960x960 in PaddleSlim batches of 16 was killed.
 
 edgekit estimates from the program what one calibration sample holds (every activation PaddleSlim samples is kept
-for the whole batch) and lowers the batch to what a quarter of MemAvailable holds. Here the estimate meets a real
+for the whole batch) and lowers the batch to what a quarter of MemTotal holds. Here the estimate meets a real
 PaddleSlim calibration's peak memory, and a lowered batch calibrates the same samples to the same thresholds.
 """
 
@@ -92,3 +92,40 @@ def test_reference_runs_batch_by_the_same_rule(tmp_path, monkeypatch):
     whole = StaticRunner(model).run({"x": x})[0]          # in batches of 3, 3, 3, 1
     monkeypatch.setattr(executors, "available_memory_mb", lambda: 1 << 20)
     assert np.allclose(StaticRunner(model).run({"x": x})[0], whole, atol=1e-5)
+
+
+def test_avg_weighs_every_line_the_same_however_the_width_groups_batch_them(tmp_path):
+    """Text lines calibrate in batches of one width group each, so batches differ in size (here 8, 4 and 4).
+    Paddle's `avg` averaged one value per batch: a line in a batch of 4 weighed twice a line in the batch of 8.
+    The input's threshold is now the mean over lines of each line's max |x|, as batches of equal size give."""
+    import paddle
+
+    from edgekit.contracts.settings import InputSpec, QuantConfig
+    from edgekit.model.artifacts import StaticModel
+    from edgekit.model.data import Lines, Samples, width_groups
+    from edgekit.quantize import ptq
+
+    paddle.enable_static()
+    main, startup = paddle.static.Program(), paddle.static.Program()
+    with paddle.static.program_guard(main, startup), paddle.utils.unique_name.guard():
+        x = paddle.static.data("x", [-1, 1, 4, -1], "float32")
+        out = paddle.static.nn.conv2d(x, 2, 3, padding=1, bias_attr=False)
+    exe, scope = paddle.static.Executor(paddle.CPUPlace()), paddle.static.Scope()
+    with paddle.static.scope_guard(scope):
+        exe.run(startup)
+        paddle.static.save_inference_model(str(tmp_path / "model"), [x], [out], exe, program=main)
+    model = StaticModel(tmp_path / "model.pdmodel", tmp_path / "model.pdiparams", (InputSpec("x", (-1, 1, 4, -1)),),
+                        (out.name,), "dygraph", ())
+    rng = np.random.default_rng(3)
+    widths = (8,) * 12 + (32,) * 4                       # 12 narrow lines, 4 wide ones ten times as bright
+    x = np.zeros((16, 1, 4, 32), np.float32)
+    for i, width in enumerate(widths):
+        x[i, :, :, :width] = rng.uniform(-1, 1, (1, 4, width)) * (10.0 if width == 32 else 1.0)
+    samples = Samples({"x": x}, lines=Lines("x", 3, widths, 8))
+    assert [len(b) for b in ptq.line_batches(width_groups(samples), 8)] == [8, 4, 4]
+    ptq.quantize_int8(model, samples, QuantConfig(algo="avg", batch_size=8, batch_nums=2), tmp_path / "q")
+    threshold = json.loads((tmp_path / "q" / ptq.SCALES_FILE).read_text())["threshold"]["x"]
+    maxima = np.abs(x).reshape(16, -1).max(axis=1)
+    per_batch = np.mean([maxima[:8].mean(), maxima[8:12].mean(), maxima[12:].mean()])    # Paddle's own average
+    assert threshold == pytest.approx(maxima.mean(), rel=1e-6)
+    assert abs(per_batch - maxima.mean()) > 0.1 * maxima.mean()      # the two differ: the test tells them apart
