@@ -36,6 +36,7 @@ import sys
 import time
 from collections import deque
 from contextlib import contextmanager
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -246,10 +247,13 @@ def _first_done(handles: list, translate: Callable[[Exception], Exception]) -> l
 # ---------------------------------------------------------------- local process pool
 
 
+MEMINFO = "/proc/meminfo"
+
+
 def _meminfo_mb(field: str) -> int | None:
     """One field of /proc/meminfo (Linux) in MiB; None where it cannot be read."""
     try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
+        with open(MEMINFO, encoding="ascii") as handle:
             for line in handle:
                 if line.startswith(field + ":"):
                     return int(line.split()[1]) // 1024
@@ -263,9 +267,28 @@ def available_memory_mb() -> int | None:
     return _meminfo_mb("MemAvailable")
 
 
+# a container's memory limit, cgroup v2 then v1 (MemTotal inside a container is the whole host's)
+CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+
+
+def _cgroup_limit_mb() -> int | None:
+    for path in CGROUP_LIMITS:
+        try:
+            text = Path(path).read_text(encoding="ascii").strip()
+        except (OSError, ValueError):
+            continue
+        if text.isdigit():
+            return int(text) >> 20
+        return None          # "max": no limit
+    return None
+
+
 def total_memory_mb() -> int | None:
-    """MemTotal: the host's memory, the same from run to run."""
-    return _meminfo_mb("MemTotal")
+    """The memory this machine gives us, the same from run to run: MemTotal, or the container's limit when smaller."""
+    total, limit = _meminfo_mb("MemTotal"), _cgroup_limit_mb()
+    if total is None or limit is None:
+        return total if limit is None else limit
+    return min(total, limit)
 
 
 def usable_cores() -> int:

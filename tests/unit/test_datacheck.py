@@ -109,3 +109,24 @@ def test_fitting_batch_reads_memavailable(monkeypatch):
     assert memory.fitting_batch(1, 200 << 20, 1) == 1
     monkeypatch.setattr(executors, "available_memory_mb", lambda: None)
     assert memory.available_bytes() is None
+
+
+def test_the_memory_calibration_sizes_against_is_a_container_limit_when_smaller(tmp_path, monkeypatch):
+    """Inside a container MemTotal is the whole host's: a 64 GiB host running an 8 GiB container must size the
+    calibration batch against 8 GiB (cgroup v2's memory.max, or v1's limit_in_bytes)."""
+    from edgekit.core import executors
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       67108864 kB\nMemAvailable:   60000000 kB\n")
+    monkeypatch.setattr(executors, "MEMINFO", str(meminfo))
+    v2, v1 = tmp_path / "memory.max", tmp_path / "limit_in_bytes"
+    monkeypatch.setattr(executors, "CGROUP_LIMITS", (str(v2), str(v1)))
+    assert executors.total_memory_mb() == 64 * 1024                 # neither file: the host's
+    v1.write_text(str(8 << 30) + "\n")
+    assert executors.total_memory_mb() == 8 * 1024                  # cgroup v1
+    v2.write_text("max\n")
+    assert executors.total_memory_mb() == 64 * 1024                 # v2 without a limit
+    v2.write_text(str(96 << 30))
+    assert executors.total_memory_mb() == 64 * 1024                 # a limit above the host changes nothing
+    v2.write_text(str(4 << 30))
+    assert executors.total_memory_mb() == 4 * 1024
