@@ -450,8 +450,9 @@ class QuantSearchResult:
                             "float_op_types": list(c.float_ops), "instructions": c.counts or None,
                             **(c.score.to_json() if c.score is not None else {"error": c.error})}
                            for c in self.candidates],
+            "rank_by": self.plan.rank_by if self.plan is not None else None,
             "layers": [{"name": s.layer.name, "op_type": s.layer.op_type, "rank": s.rank, "value": s.value,
-                        "float": s.layer in self.float_layers} for s in self.sensitivity],
+                        "points": s.points, "float": s.layer in self.float_layers} for s in self.sensitivity],
         }
 
 

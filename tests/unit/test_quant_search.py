@@ -455,6 +455,12 @@ def test_report_table_and_sizes():
     assert "final model.nb: 40.0 KiB" in text and "0.2 KiB int8 + 2.2 KiB float" in text
     assert "meets the budget" in text and "FP32 reference top1: 90.00 %" in text
     assert result.to_json()["float_layers"] == ["conv2d_1.w_0"]
+    assert "ranked by that error" in text          # these rows carry no task points: the error alone orders them
+    assert result.to_json()["rank_by"] == "task" and [r["points"] for r in result.to_json()["layers"]] == [None] * 3
+    with_points = replace(result, sensitivity=rank([(s.layer, s.score, s.value, s.score.task_drop)
+                                                    for s in result.sensitivity]))
+    assert "ranked by the top1 points the layer costs, then by that error" in render_markdown(with_points)
+    assert [r["points"] for r in with_points.to_json()["layers"]] == [30.0, 0.5, 0.0]
     # the one float layer: 3 extra bytes per weight; put back into int8 it is the whole-model candidate (drop 20)
     assert result.float_costs() == [{"name": "conv2d_1.w_0", "op_type": "conv2d", "weights": 576, "extra_bytes": 1728,
                                      "drop_if_int8": 20.0, "task_if_int8": 70.0}]
