@@ -11,8 +11,9 @@ it started (a PP-OCRv5 rec at 0.54 GiB a sample calibrates in batches of 8 with 
 below that; a rebuild beside other jobs recomputed an hour of cached layer scores). So calibration sizes
 against MemTotal (`calibration_bytes`): one answer per machine.
 
-A quarter, because the machine is shared and other builds' memory grows after we read it: a PP-OCRv5 det calibration in batches of 8 (half of 18.4 GiB available) peaked at 9.3 GiB while
-MemAvailable fell to 2 GiB under the other builds. The estimate leaves out what does not grow with the batch (the
+A quarter, because the machine is shared and other builds' memory grows after we read it: a PP-OCRv5 det
+calibration in batches of 8 (half of 18.4 GiB available) peaked at 9.3 GiB while MemAvailable fell to 2 GiB under
+the other builds. The estimate leaves out what does not grow with the batch (the
 program, its weights, the samples: 0.5 GiB there) and was within 10 % of the measured growth. A smaller batch
 costs no time: that calibration took 2.1 s a sample in batches of 1, 3.4 s in batches of 2 and 5.9 s in batches
 of 4.
