@@ -97,7 +97,8 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
     chosen_task = f", {metric} {result.chosen.score.task:.2f} %" if result.chosen.score.task is not None else ""
     by_type = f" (and every `{'`, `'.join(result.chosen.float_ops)}`)" if result.chosen.float_ops else ""
     out.append(f"- chosen: calibration `{result.chosen.algo}`, {len(result.chosen.skip)} layer(s) kept in float{by_type}; "
-               f"drop {drop:.4g}{chosen_task}, cosine {result.chosen.score.cosine:.6f}: {verdict}")
+               f"drop {drop:.4g}{budget.changed_text(result.chosen.score)}{chosen_task}, cosine "
+               f"{result.chosen.score.cosine:.6f}: {verdict}")
     replayed = f"; {result.replays} float list(s) built from a calibration's thresholds" if result.replays else ""
     out.append(f"- calibrations run: {result.calibrations} (the rest came from the cache){replayed}")
     batches = getattr(result.quantized, "calibration_batches", None)
@@ -123,6 +124,8 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
             s.points is not None for s in result.sensitivity)
         order = (f"ranked by the {metric} points the layer costs, then by that error" if by_points
                  else "ranked by that error")
+        if by_points and budget.max_changed is not None:
+            order = "ranked by the % of samples the layer makes read unlike FP32 (`max_changed`), then by that error"
         out.append(f"Sensitivity by method `{method}`: {SENSITIVITY_METHODS[method][0]}; {order}; rank 1 = most sensitive.")
         if shown:
             out.append("The drops are in mAP points below the FP32 reference on the ranking samples, for the candidate "
@@ -169,7 +172,8 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
                        + tail)
             continue
         meets = ("yes" if c.holds else "no") if c.samples == result.evaluation_samples else "—"
-        out.append(f"| {i} | {c.purpose} | {c.algo} | {floats or '—'} | {budget.drop(c.score):.4g} | "
+        out.append(f"| {i} | {c.purpose} | {c.algo} | {floats or '—'} | {budget.drop(c.score):.4g}"
+                   f"{budget.changed_text(c.score)} | "
                    f"{_num(c.score.task, '.2f')} | {c.score.cosine:.6f} | {c.score.snr_db:.1f} | {c.samples} | "
                    f"{meets} | {'yes' if c.reused else 'no'} |" + tail)
     if result.fallback is not None:
@@ -177,7 +181,8 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
         for step in result.fallback.steps:
             floats = ", ".join(step.skip) or "none"
             buckets = "".join(f", {label} {_with_drop(step.score, key)}" for key, label in shown)
-            out.append(f"- {step.phase}: float = {floats}: drop {budget.drop(step.score):.4g} "
+            out.append(f"- {step.phase}: float = {floats}: drop {budget.drop(step.score):.4g}"
+                       f"{budget.changed_text(step.score)} "
                        f"({'holds' if step.holds else 'misses'}){buckets}")
     if plot_name and result.sensitivity:
         out += ["", f"![per-layer sensitivity]({plot_name})"]

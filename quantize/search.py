@@ -55,7 +55,7 @@ CACHE_FORMAT = "edgekit-ptq-cache/1"
 # QuantConfig fields that steer the search but not one calibration: outside the key, so changing them reuses entries
 SEARCH_ONLY_FIELDS = frozenset({"algo", "search_algos", "max_drop", "fallback", "max_float_fraction", "analyse_layers",
                                 "sensitivity_method", "sensitivity_samples", "cache_dir", "cost_candidates",
-                                "rank_by"})
+                                "rank_by", "max_changed"})
 ENTRY = "entry.json"
 CALIBRATION_MEMORY_MB = 1536      # what one calibration task holds, for sizing a pool (PP-OCR rec measured ~1.2 GB)
 
@@ -235,10 +235,15 @@ class Calibrator:
 
 
 class ScoreStore:
-    """Scores of calibrated candidates, as small JSON files beside the models (or in memory without a cache)."""
+    """Scores of calibrated candidates, as small JSON files beside the models (or in memory without a cache).
 
-    def __init__(self, root: Path | None) -> None:
+    `agreement`: a budget checks each score's agreement with the FP32 results (`max_changed`), so a task score
+    stored before scores carried it is scored again (its calibration stays cached); other budgets read it as it is.
+    """
+
+    def __init__(self, root: Path | None, agreement: bool = False) -> None:
         self.root = root.absolute() / "scores" if root is not None else None
+        self.agreement = agreement
         self._memory: dict[str, Score] = {}
 
     def get(self, key: str) -> Score | None:
@@ -249,11 +254,13 @@ class ScoreStore:
         try:
             raw = json.loads((self.root / f"{key}.json").read_text(encoding="utf-8"))
             score = Score(float(raw["cosine"]), float(raw["snr_db"]), raw["task"], raw["task_drop"],
-                          raw.get("metrics"), raw.get("metric_drops"))
+                          raw.get("metrics"), raw.get("metric_drops"), raw.get("agreement"))
         except (OSError, ValueError, KeyError, TypeError):
             return None
         if score.task is not None and "metrics" not in raw:
             return None                 # scored before every task metric was kept: score it again (calibration cached)
+        if score.task is not None and self.agreement and score.agreement is None:
+            return None                 # scored before scores kept their agreement with FP32
         self._memory[key] = score
         return score
 
@@ -390,12 +397,13 @@ class QuantSearchResult:
                 mark = "✓" if c.holds else "✗"
                 floats = f", {c.describe_floats()}" if c.describe_floats() else ""
                 task = f", {self.metric_name} {c.score.task:.2f} %" if c.score.task is not None else ""
-                out.append(f"  {mark} {c.purpose} {c.algo}{floats}: drop {drop(c.score):.4g}{task}, cosine "
+                out.append(f"  {mark} {c.purpose} {c.algo}{floats}: drop {drop(c.score):.4g}"
+                           f"{self.budget.changed_text(c.score)}{task}, cosine "
                            f"{c.score.cosine:.6f}{' (cached)' if c.reused else ''}{self._instructions(c)}")
         floats = ", ".join(f"{layer.name} ({layer.op_type})" for layer in self.float_layers) or "none"
         verdict = "meets" if self.holds else "MISSES"
         out.append(f"  chosen: {self.chosen.algo}, layers kept in float: {floats}; {verdict} the budget "
-                   f"(drop {drop(self.chosen.score):.4g})")
+                   f"(drop {drop(self.chosen.score):.4g}{self.budget.changed_text(self.chosen.score)})")
         out.extend(f"  {line}" for line in self.cost_lines())
         if with_notes:
             out.extend(f"  note: {n}" for n in self.notes)
@@ -435,7 +443,8 @@ class QuantSearchResult:
 
     def to_json(self) -> dict:
         return {
-            "budget": {"metric": self.budget.metric, "max_drop": self.budget.max_drop},
+            "budget": {"metric": self.budget.metric, "max_drop": self.budget.max_drop,
+                       "max_changed": self.budget.max_changed},
             "holds": self.holds, "algo": self.chosen.algo, "float_layers": list(self.chosen.skip),
             "float_op_types": list(self.chosen.float_ops), "cost": self.cost.to_json() if self.cost else None,
             "drop": self.budget.drop(self.chosen.score), "score": self.chosen.score.to_json(),
@@ -451,6 +460,8 @@ class QuantSearchResult:
                             **(c.score.to_json() if c.score is not None else {"error": c.error})}
                            for c in self.candidates],
             "rank_by": self.plan.rank_by if self.plan is not None else None,
+            # what a layer's points count: task points lost against the truth, or % of samples read unlike FP32
+            "points_of": "changed" if self.budget.max_changed is not None else "drop",
             "layers": [{"name": s.layer.name, "op_type": s.layer.op_type, "rank": s.rank, "value": s.value,
                         "points": s.points, "float": s.layer in self.float_layers} for s in self.sensitivity],
         }
@@ -509,7 +520,7 @@ def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Sam
                           + (f"is scored in {evaluator.metric}" if evaluator.metric else "has no ground truth"),
                           "give evaluation data with labels or a truth file of that task, or budget the output cosine")
     calibrate = Calibrator(model, calibration, cfg, work_dir / "calibrations", cache_dir, quantize)
-    scores = ScoreStore(cache_dir)
+    scores = ScoreStore(cache_dir, agreement=plan.budget.max_changed is not None)
     own = executor is None
     executor = executors.from_environment(memory_mb=calibration_memory_mb(calibrate)) if own else executor
     try:
@@ -581,8 +592,8 @@ def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: 
         candidate = Candidate(algo, tuple(skip), score, full_set and plan.budget.holds(score), purpose,
                               len(judge.samples), reused, time.monotonic() - start, "", tuple(float_ops))
         candidates.append(candidate)
-        log.info("%s %s, float %s: drop %.4g, cosine %.6f%s", purpose, algo, list(skip), plan.budget.drop(score),
-                 score.cosine, " (cached)" if reused else "")
+        log.info("%s %s, float %s: drop %.4g%s, cosine %.6f%s", purpose, algo, list(skip), plan.budget.drop(score),
+                 plan.budget.changed_text(score), score.cosine, " (cached)" if reused else "")
         return candidate
 
     prefetch([(algo, ()) for algo in plan.algos], evaluator)
@@ -614,7 +625,7 @@ def _search(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: 
             full = best.score if ranker is evaluator else run(best.algo, (), "sensitivity", ranker).score
             prefetch([(best.algo, skip) for skip in sensitivity_skips(layers, method)], ranker)
             sensitivity = analyse(layers, lambda skip: run(best.algo, skip, "sensitivity", ranker).score, full, method,
-                                  plan.rank_by)
+                                  plan.rank_by, changed=plan.budget.max_changed is not None)
     if need_fallback:
         result_fallback = fallback([s.layer.key for s in sensitivity],
                                    lambda skip: run(best.algo, skip, "fallback", evaluator).score,

@@ -184,16 +184,18 @@ class Evaluator:
                 continue
             cosines.append(parity.cosine(ref, got))
             snrs.append(parity.snr_db(ref, got))
-        value = drop = metrics = drops = None
+        value = drop = metrics = drops = agreement = None
         if self.task is not None:
             if finite:
                 metrics = self.evaluation.evaluate(outputs)
+                agreement = self.task.agreement(list(outputs), self.reference)
             else:
                 metrics = {name: 0.0 for name in self.reference_metrics}
+                agreement = 0.0
             value = metrics[self.metric]
             drop = self.reference_task - value      # computed as the parity stage computes it
             drops = {name: self.reference_metrics[name] - v for name, v in metrics.items() if name in self.reference_metrics}
-        return Score(min(cosines), min(snrs), value, drop, metrics, drops)
+        return Score(min(cosines), min(snrs), value, drop, metrics, drops, agreement)
 
     def score(self, model: StaticModel) -> Score:
         runner = self._runner or _static_runner
@@ -225,14 +227,28 @@ def _points(drop: float | None) -> float | None:
     return None if drop is None else max(0.0, drop)
 
 
-def _alone(layer: QuantLayer, keys: tuple[str, ...], evaluate: Evaluate, full: Score) -> tuple[Score, float, float | None]:
+def _drop(score: Score) -> float | None:
+    return score.task_drop
+
+
+def _changed(score: Score) -> float | None:
+    return None if score.agreement is None else 100.0 - score.agreement
+
+
+Cost = Callable[[Score], "float | None"]    # the points a budget counts against a score: _drop or _changed
+
+
+def _alone(layer: QuantLayer, keys: tuple[str, ...], evaluate: Evaluate, full: Score,
+           cost: Cost = _drop) -> tuple[Score, float, float | None]:
     score = evaluate(_alone_skip(layer, keys))
-    return score, score.error, _points(score.task_drop)
+    return score, score.error, _points(cost(score))
 
 
-def _all_but(layer: QuantLayer, keys: tuple[str, ...], evaluate: Evaluate, full: Score) -> tuple[Score, float, float | None]:
+def _all_but(layer: QuantLayer, keys: tuple[str, ...], evaluate: Evaluate, full: Score,
+             cost: Cost = _drop) -> tuple[Score, float, float | None]:
     score = evaluate(_all_but_skip(layer, keys))
-    gained = None if score.task_drop is None or full.task_drop is None else full.task_drop - score.task_drop
+    left, whole = cost(score), cost(full)
+    gained = None if left is None or whole is None else whole - left
     return score, full.error - score.error, _points(gained)
 
 
@@ -265,12 +281,16 @@ class LayerSensitivity:
     score: Score          # the measured candidate (see the method)
     value: float          # the method's error: higher = more sensitive
     rank: int             # 1 = most sensitive
-    points: float | None = None   # task points the layer costs by the method (alone: its drop), None without truth
+    points: float | None = None   # points the layer costs by the method (alone: its drop, or the % of samples it
+    #                               changes with a max_changed budget), None without truth
 
 
 def analyse(layers: Sequence[QuantLayer], evaluate: Evaluate, full: Score, method: str = "alone",
-            rank_by: str = "task") -> tuple[LayerSensitivity, ...]:
-    """Measure every skippable layer with `method`; most sensitive first (`rank`), ties in program order."""
+            rank_by: str = "task", changed: bool = False) -> tuple[LayerSensitivity, ...]:
+    """Measure every skippable layer with `method`; most sensitive first (`rank`), ties in program order.
+
+    `changed` (a budget with `max_changed`): a layer's points are the samples whose task result it changes from
+    FP32's (a line read differently, right or wrong), not the task points it loses against the truth."""
     if method not in SENSITIVITY_METHODS:
         raise ConfigError(f"sensitivity method {method!r} is unknown", f"use one of {', '.join(SENSITIVITY_METHODS)}")
     measure = SENSITIVITY_METHODS[method][1]
@@ -281,7 +301,7 @@ def analyse(layers: Sequence[QuantLayer], evaluate: Evaluate, full: Score, metho
     keys = tuple(layer.key for layer in controllable)
     measured, eta = [], Eta()
     for layer in controllable:
-        score, value, points = measure(layer, keys, evaluate, full)
+        score, value, points = measure(layer, keys, evaluate, full, _changed if changed else _drop)
         measured.append((layer, score, value, points))
         log.info("sensitivity %d/%d %s %s (%s): %.4g%s, %s", len(measured), len(controllable), method, layer.name,
                  layer.op_type, value, "" if points is None else f" ({points:.4g} points)",
@@ -346,8 +366,8 @@ def fallback(ranked_keys: Sequence[str], evaluate: Evaluate, budget: Budget, max
         step = Step(skip, score, budget.holds(score), phase)
         steps.append(step)
         left = prunes_left if phase == "prune" else _trials_left(step, limit)
-        log.info("fallback %s %s: drop %.4g (%s); %s", phase, list(skip), budget.drop(score),
-                 "holds" if step.holds else "misses", eta.tick(left, at_most=True))
+        log.info("fallback %s %s: drop %.4g%s (%s); %s", phase, list(skip), budget.drop(score),
+                 budget.changed_text(score), "holds" if step.holds else "misses", eta.tick(left, at_most=True))
         return step
 
     current = Step((), start, budget.holds(start), "start") if start is not None else None
@@ -358,7 +378,7 @@ def fallback(ranked_keys: Sequence[str], evaluate: Evaluate, budget: Budget, max
     best = current
     while not current.holds and len(current.skip) < limit:
         current = trial(current.skip + (ranked_keys[len(current.skip)],), "add")
-        if budget.drop(current.score) < budget.drop(best.score):
+        if budget.excess(current.score) < budget.excess(best.score):
             best = current
     if not current.holds:
         return Fallback(best.skip, best.score, False, tuple(steps))

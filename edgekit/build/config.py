@@ -140,6 +140,12 @@ def _search_fields(m: Mapping[str, Any]) -> dict:
             raise ConfigError(f"max_drop {value!r} is not a number",
                               "give top-1 points (e.g. 1.0) with labelled evaluation data, else a cosine drop (e.g. 0.01)")
         out["max_drop"] = float(value)
+    if m.get("max_changed") is not None:
+        value = m["max_changed"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 100.0:
+            raise ConfigError(f"[quantize] max_changed = {value!r} is not a percentage of samples",
+                              "give the % of evaluation samples INT8 may read unlike FP32, in [0, 100], e.g. 1.0")
+        out["max_changed"] = float(value)
     if "cache_dir" in m:
         value = m["cache_dir"]
         out["cache_dir"] = None if value in (None, "", "off") else Path(str(value)).expanduser().absolute()
@@ -259,7 +265,7 @@ def _build(m: dict, config_file: Path | None) -> BuildConfig:
     if PRECISIONS[precision].needs_calibration and data.calibration is None:
         raise ConfigError(f"--quant {precision.value} needs calibration data",
                           "pass --calib (an image folder or .npz) or [data].calibration in edgekit.toml")
-    search_keys = {"search_algos", "max_drop", "cache_dir"}
+    search_keys = {"search_algos", "max_drop", "max_changed", "cache_dir"}
     quant = QuantConfig(**{**{f.name: _typed(f, m[f.name], "quantize") for f in fields(QuantConfig)
                               if f.name in m and f.name not in search_keys},
                            **_search_fields(m)})

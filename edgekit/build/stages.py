@@ -282,7 +282,7 @@ def quantize_int8(rec: StageView) -> StageView:
     from edgekit.quantize.sensitivity import Evaluator
 
     cfg, q, evaluation = rec.cfg, rec.cfg.quant, rec.evaluation
-    plan = SearchPlan(tiers.precision_budget(cfg, evaluation), q.search_algos or (q.algo,), q.fallback,
+    plan = SearchPlan(tiers.search_budget(cfg, evaluation), q.search_algos or (q.algo,), q.fallback,
                       q.max_float_fraction, q.sensitivity_method, q.sensitivity_samples, q.analyse_layers,
                       q.cost_candidates, q.rank_by)
     judge = Evaluator.for_model(rec.static, evaluation, reference=rec.reference)

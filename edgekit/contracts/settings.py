@@ -98,6 +98,7 @@ class QuantConfig:
     sensitivity_method: str = "alone"     # rank by "only this layer int8", "all-but" (everything else int8) or "local"
     sensitivity_samples: int = 0          # 0 = all evaluation samples
     rank_by: str = "task"                 # order layers by task points first ("task", with truth) or by error only
+    max_changed: float | None = None      # INT8 search: at most this % of samples read unlike FP32; None = unchecked
     analyse_layers: bool = False          # rank every layer for the report even when no fallback is needed
     cost_candidates: int = 3              # INT8 candidates within the budget counted under qemu (tier C); 0 = accuracy only
     cache_dir: Path | None = None         # calibration cache; None = no cache

@@ -243,6 +243,8 @@ class Score:
     # same samples; None without truth (or from an older score cache)
     metrics: dict[str, float] | None = field(default=None, hash=False)
     metric_drops: dict[str, float] | None = field(default=None, hash=False)
+    # % of samples whose task result (class, text, boxes) is the FP32 model's (Task.agreement); None without truth
+    agreement: float | None = None
 
     @property
     def error(self) -> float:
@@ -252,7 +254,8 @@ class Score:
     def to_json(self) -> dict:
         return {"cosine": self.cosine, "snr_db": self.snr_db, "task": self.task, "task_drop": self.task_drop,
                 "metrics": None if self.metrics is None else dict(self.metrics),
-                "metric_drops": None if self.metric_drops is None else dict(self.metric_drops)}
+                "metric_drops": None if self.metric_drops is None else dict(self.metric_drops),
+                "agreement": self.agreement}
 
 
 COSINE_DROP = "cosine_drop"
@@ -270,6 +273,9 @@ class Budget:
 
     max_drop: float
     metric: str
+    # the INT8 search only: at most this % of the samples may get another task result than FP32's (a text read
+    # differently, another class) whatever the truth says; None = not checked. The gates check `max_drop` alone.
+    max_changed: float | None = None
 
     def __post_init__(self) -> None:
         if self.metric != COSINE_DROP and not (self.metric.endswith(POINTS) and len(self.metric) > len(POINTS)):
@@ -278,6 +284,13 @@ class Budget:
         if not math.isfinite(self.max_drop):     # negative is allowed, as in the parity gates: "must improve"
             raise ConfigError(f"--max-drop {self.max_drop!r} is not a number",
                               "give task-metric points (e.g. 1.0) with ground truth, or a cosine drop (e.g. 0.01) without")
+        if self.max_changed is not None:
+            if not (math.isfinite(self.max_changed) and 0.0 <= self.max_changed <= 100.0):
+                raise ConfigError(f"[quantize] max_changed = {self.max_changed!r} is not a share of samples in %",
+                                  "give a percentage in [0, 100], e.g. 1.0")
+            if self.metric == COSINE_DROP:
+                raise ConfigError("[quantize] max_changed needs evaluation data with ground truth (a task reads the "
+                                  "samples)", "give labels or a truth file, or drop max_changed")
 
     @classmethod
     def for_data(cls, max_drop: float, task_metric: str | None) -> "Budget":
@@ -296,14 +309,40 @@ class Budget:
                               "give labels or a truth file, or budget the output cosine")
         return score.task_drop
 
+    def changed(self, score: Score) -> float | None:
+        """% of the samples whose task result differs from FP32's; None when the score has no agreement."""
+        return None if score.agreement is None else 100.0 - score.agreement
+
     def holds(self, score: Score) -> bool:
         if self.metric == COSINE_DROP:
             return score.cosine >= 1.0 - self.max_drop
-        return self.drop(score) <= self.max_drop
+        return self.drop(score) <= self.max_drop and self._changed_holds(score)
+
+    def _changed_holds(self, score: Score) -> bool:
+        if self.max_changed is None:
+            return True
+        changed = self.changed(score)
+        if changed is None:
+            raise ConfigError("a max_changed budget needs scores with their agreement to the FP32 results",
+                              "score the candidates with the task's evaluator (edgekit.quantize.sensitivity.Evaluator)")
+        return changed <= self.max_changed
+
+    def excess(self, score: Score) -> float:
+        """How far `score` is over the budget (<= 0 when it holds): the larger of its excess drop and excess
+        changed samples; what the fallback compares misses by."""
+        over = self.drop(score) - self.max_drop
+        changed = self.changed(score) if self.max_changed is not None else None
+        return over if changed is None else max(over, changed - self.max_changed)
+
+    def changed_text(self, score: Score) -> str:
+        """", 2 % changed" when the budget counts the samples read unlike FP32 and the score has them, else ""."""
+        changed = self.changed(score) if self.max_changed is not None else None
+        return "" if changed is None else f", {changed:.4g} % changed"
 
     def describe(self) -> str:
         unit = f"{self.task_metric} points" if self.task_metric else "of output cosine"
-        return f"drop ≤ {self.max_drop:g} {unit}"
+        changed = "" if self.max_changed is None else f", ≤ {self.max_changed:g} % of samples read unlike FP32"
+        return f"drop ≤ {self.max_drop:g} {unit}{changed}"
 
     def checks(self, tier: str, subject: str, stats: Sequence[OutputStats], reference_metric: float | None = None,
                test_metric: float | None = None) -> list[Check]:

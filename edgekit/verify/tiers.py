@@ -11,6 +11,7 @@ means (no bundle).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -71,6 +72,12 @@ def precision_budget(cfg: BuildConfig, evaluation: EvalSet) -> parity.Budget:
     else:
         drop = cfg.gates.int8_max_top1_drop if evaluation.has_truth else 1.0 - cfg.gates.int8_min_cosine
     return parity.Budget.for_data(drop, evaluation.primary)
+
+
+def search_budget(cfg: BuildConfig, evaluation: EvalSet) -> parity.Budget:
+    """The INT8 search's budget: the gates' (`precision_budget`), plus `[quantize] max_changed` when given (the share
+    of samples whose task result may differ from FP32's; the gates do not check it)."""
+    return replace(precision_budget(cfg, evaluation), max_changed=cfg.quant.max_changed)
 
 
 def reference_outputs(static: StaticModel, evaluation: EvalSet) -> tuple[np.ndarray, ...]:

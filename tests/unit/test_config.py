@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from edgekit.build.config import BUNDLED_EXAMPLE, resolve
@@ -359,7 +360,7 @@ def test_to_json_is_json_serialisable(tmp_path):
     assert record["quant"] == {"algo": "avg", "batch_size": 16, "batch_nums": 8, "onnx_format": False,
                                "search_algos": [], "max_drop": None, "fallback": True, "max_float_fraction": 0.5,
                                "sensitivity_method": "alone", "sensitivity_samples": 0, "analyse_layers": False,
-                               "rank_by": "task", "cost_candidates": 3,
+                               "rank_by": "task", "max_changed": None, "cost_candidates": 3,
                                "cache_dir": str(Path.home() / ".cache" / "edgekit" / "calibration")}
 
 
@@ -369,6 +370,28 @@ def test_cost_candidates_is_read_from_quantize_and_checked(tmp_path):
     bad = write_toml(tmp_path, FACTORY_MODEL + '[quantize]\ncost_candidates = -2\n')
     with pytest.raises(ConfigError, match="cost_candidates = -2 is negative"):
         resolve(bad, {}, environ=NO_ENV)
+
+
+def test_max_changed_is_read_from_quantize_and_checked(tmp_path):
+    assert resolve(write_toml(tmp_path, FACTORY_MODEL), {}, environ=NO_ENV).quant.max_changed is None
+    toml = write_toml(tmp_path, FACTORY_MODEL + '[quantize]\nmax_changed = 1\n')
+    assert resolve(toml, {}, environ=NO_ENV).quant.max_changed == 1.0
+    for bad in ('-0.5', '150', '"one"', 'true'):
+        toml = write_toml(tmp_path, FACTORY_MODEL + f'[quantize]\nmax_changed = {bad}\n')
+        with pytest.raises(ConfigError, match="max_changed = .* is not a percentage of samples"):
+            resolve(toml, {}, environ=NO_ENV)
+
+    from edgekit.model.data import Samples
+    from edgekit.model.evalset import EvalSet
+    from edgekit.tasks import make_task
+    from edgekit.verify.tiers import precision_budget, search_budget
+
+    cfg = resolve(write_toml(tmp_path, FACTORY_MODEL + '[quantize]\nmax_changed = 1\n'), {}, environ=NO_ENV)
+    labelled = EvalSet(Samples({"x": np.zeros((2, 1))}), make_task("classification"), (0, 1))
+    assert search_budget(cfg, labelled).max_changed == 1.0          # the search counts it
+    assert precision_budget(cfg, labelled).max_changed is None      # the tier gates do not
+    with pytest.raises(ConfigError, match="max_changed needs evaluation data with ground truth"):
+        search_budget(cfg, EvalSet(Samples({"x": np.zeros((2, 1))})))
 
 
 def test_rank_by_is_read_from_quantize_and_checked(tmp_path):

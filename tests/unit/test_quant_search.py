@@ -109,6 +109,38 @@ def test_evaluator_scores_ocr_recognition_in_exact_match():
     assert not Budget.for_data(2.0, "exact_match").holds(score)
 
 
+def test_a_max_changed_budget_also_counts_the_samples_read_unlike_fp32():
+    """The PP-OCRv5 rec's INT8 kept its exact lines (99 = FP32's 99) and still read 2 of 48 page lines unlike
+    PaddleOCR: a line wrong in both, or right in one and wrong in another, does not move the count."""
+    budget = Budget.for_data(1.0, "exact_match")
+    strict = replace(budget, max_changed=1.0)
+    same_count = Score(0.97, 20.0, 99.0, 0.0, agreement=96.0)     # 4 of 100 lines read otherwise, none lost
+    assert budget.holds(same_count) and not strict.holds(same_count)
+    assert strict.changed(same_count) == pytest.approx(4.0) and strict.excess(same_count) == pytest.approx(3.0)
+    assert strict.holds(Score(0.99, 20.0, 98.0, 1.0, agreement=99.0))
+    assert budget.excess(same_count) == pytest.approx(-1.0)      # without max_changed: the drop alone
+    assert strict.describe() == "drop ≤ 1 exact_match points, ≤ 1 % of samples read unlike FP32"
+    with pytest.raises(ConfigError, match="agreement"):
+        strict.holds(Score(0.99, 20.0, 99.0, 0.0))               # a score without it cannot be judged
+    for bad in (-1.0, 101.0, float("nan")):
+        with pytest.raises(ConfigError, match="max_changed"):
+            replace(budget, max_changed=bad)
+    with pytest.raises(ConfigError, match="max_changed needs evaluation data with ground truth"):
+        replace(COSINE, max_changed=1.0)
+
+
+def test_evaluator_scores_the_agreement_with_the_fp32_results():
+    task = make_task("ocr_rec", {"dictionary": ["a", "b"], "use_space_char": False})
+    blank, a, b = np.eye(3) * 0.8 + 0.1
+    reference = [np.stack([[a, blank, a, blank], [b, blank, blank, blank]])]       # "aa" (wrong), "b"
+    judge = Evaluator(reference, EvalSet(Samples({"x": np.zeros((2, 1))}), task, ("ab", "b")))
+    other = judge.score_outputs([np.stack([[b, blank, a, blank], [b, blank, blank, blank]])])   # "ba", "b"
+    assert other.task_drop == 0.0 and other.agreement == 50.0       # same count, one line read otherwise
+    assert judge.score_outputs(reference).agreement == 100.0
+    assert judge.score_outputs([np.full_like(reference[0], np.nan)]).agreement == 0.0
+    assert Score(0.9, 1.0, 50.0, 0.0, agreement=50.0).to_json()["agreement"] == 50.0
+
+
 # ---------------------------------------------------------------- ranking and analysis
 
 
@@ -160,6 +192,25 @@ def test_ranking_points_are_never_below_zero_and_absent_without_truth():
     assert [s.layer.key for s in ranked] == ["c", "a", "b"]      # a read better than FP32: 0 points, not -2
     evaluate = _additive({"a": 0.1, "b": 0.2})
     assert all(s.points is None for s in analyse(layers[:2], evaluate, evaluate(()), "alone"))
+
+
+def test_with_a_max_changed_budget_layers_rank_by_the_samples_they_change():
+    """A layer that changes readings without changing the exact-line count ranks first when the budget counts them;
+    the fallback floats it and meets max_changed."""
+    def evaluate(skip):
+        changed = (3 if "c" not in skip else 0) + (1 if "a" not in skip else 0)
+        return Score(1.0 - (0.02 if "a" not in skip else 0.0) - (0.001 if "c" not in skip else 0.0), 20.0,
+                     99.0, 0.0, agreement=100.0 - changed)
+    layers = [_layer(i, k) for i, k in enumerate("abc")]
+    full = evaluate(())
+    assert [s.layer.key for s in analyse(layers, evaluate, full, "alone")] == ["a", "c", "b"]   # no points lost
+    ranked = analyse(layers, evaluate, full, "alone", changed=True)
+    assert [s.layer.key for s in ranked] == ["c", "a", "b"] and [s.points for s in ranked] == [3.0, 1.0, 0.0]
+    assert [s.layer.key for s in analyse(layers, evaluate, full, "all-but", changed=True)] == ["c", "a", "b"]
+    budget = replace(Budget.for_data(1.0, "exact_match"), max_changed=1.0)
+    assert fallback([s.layer.key for s in ranked], evaluate, budget, 2, start=full).skip == ("c",)
+    missed = fallback(["b", "a"], evaluate, budget, 2, start=full)
+    assert not missed.holds and missed.skip == ("b", "a")        # the best miss by excess: 3 % changed, not 4
 
 
 @pytest.mark.parametrize("method,expected_skips", [
@@ -290,6 +341,7 @@ def test_calibration_settings_ignore_search_only_fields():
     settings = calibration_settings(QuantConfig())
     assert "algo" not in settings and settings["batch_size"] == 16
     assert settings == calibration_settings(replace(QuantConfig(), algo="KL"))
+    assert settings == calibration_settings(replace(QuantConfig(), max_changed=1.0, rank_by="error"))
     assert settings != calibration_settings(replace(QuantConfig(), batch_nums=2))
     assert settings["paddleslim"] and len(settings["ptq_source"]) == 64
 
@@ -378,6 +430,35 @@ def test_search_is_scored_in_the_task_metric_not_the_cosine(tmp_path, monkeypatc
                            tmp_path / "work2", quantize=_fake_quantize(runs), evaluator=judge)
 
 
+def test_a_max_changed_search_keeps_the_candidate_that_reads_what_fp32_reads(tmp_path, monkeypatch):
+    """FP32 misreads sample 4 (class 3 for 1). avg is the closest in cosine and keeps the count, but misreads it as
+    class 2; hist is noisier and reads every sample as FP32 does. The budget in points takes avg; with
+    max_changed = 0 the search takes hist."""
+    reference = np.array([[2.0, 1.0, 0.0, 0.0], [0.0, 2.0, 1.0, 0.0], [1.0, 0.0, 2.0, 0.0], [0.0, 0.0, 1.95, 2.0]])
+    labels = np.array([0, 1, 2, 1])
+    outputs = {"avg": reference + np.array([[0, 0, 0, 0]] * 3 + [[0, 0, 0.05, -0.05]]),
+               "hist": reference + np.array([[0, 0.3, 0.3, 0], [0.3, 0, 0.3, 0], [0.3, 0.3, 0, 0], [0.3, 0, -0.3, 0]])}
+
+    class Runner:
+        def __init__(self, model):
+            self.algo = model.model_file.read_bytes().decode().split("|")[0]
+
+        def run(self, inputs):
+            return [outputs[self.algo]]
+
+    monkeypatch.setattr("edgekit.quantize.search.quantizable_layers", lambda model: ())
+    samples = Samples({"x": np.zeros((4, 4), np.float32)}, labels)
+    judge = Evaluator([reference], EvalSet(samples, make_task("classification"), tuple(labels)), Runner)
+    for budget, chosen, cache in ((TOP1, "avg", "a"), (replace(TOP1, max_changed=0.0), "hist", "a")):
+        result = quantize_to_budget(_model(tmp_path), samples, samples, QuantConfig(),
+                                    SearchPlan(budget, ("avg", "hist"), fallback=False), tmp_path / f"work-{chosen}",
+                                    tmp_path / cache, quantize=_fake_quantize([]), evaluator=judge)
+        by_algo = {c.algo: c.score for c in result.candidates}
+        assert by_algo["avg"].cosine > by_algo["hist"].cosine and by_algo["avg"].task_drop == 0.0
+        assert by_algo["avg"].agreement == 75.0 and by_algo["hist"].agreement == 100.0
+        assert result.chosen.algo == chosen and result.holds
+
+
 def test_a_crashing_calibration_is_a_failed_row_and_the_search_goes_on(tmp_path, monkeypatch):
     """PaddleSlim 2.6's avg sampler raised IndexError on PP-OCRv5 rec (a 0-d activation): one algorithm that
     crashes is a failed candidate, the next one is tried and chosen; the report and the JSON show the failure."""
@@ -428,6 +509,16 @@ def test_score_store_round_trip(tmp_path):
     assert memory.get("k") == score and not (tmp_path / "scores" / ".k.tmp").exists()
 
 
+def test_a_max_changed_search_scores_again_what_was_stored_without_agreement(tmp_path):
+    """Scores stored before they carried their agreement are read by other budgets, rescored for max_changed."""
+    ScoreStore(tmp_path).put("old", Score(0.995, 23.5, 97.5, 0.0))
+    ScoreStore(tmp_path).put("new", Score(0.995, 23.5, 97.5, 0.0, agreement=98.0))
+    assert ScoreStore(tmp_path).get("old") is not None
+    assert ScoreStore(tmp_path, agreement=True).get("old") is None
+    assert ScoreStore(tmp_path, agreement=True).get("new").agreement == 98.0
+    assert ScoreStore(tmp_path, agreement=True).get("missing") is None
+
+
 # ---------------------------------------------------------------- the report
 
 
@@ -468,6 +559,15 @@ def test_report_table_and_sizes():
     lines = result.lines()
     assert any(line.startswith("  ✗ algorithm avg") for line in lines)
     assert any("chosen: avg, layers kept in float: conv2d_1.w_0 (conv2d)" in line for line in lines)
+
+    strict = replace(TOP1, max_changed=2.0)
+    scored = replace(with_points, budget=strict, chosen=replace(result.chosen, score=replace(result.chosen.score,
+                                                                                              agreement=99.0)))
+    text = render_markdown(scored)
+    assert "- budget: drop ≤ 1 top1 points, ≤ 2 % of samples read unlike FP32" in text
+    assert "drop 0.5, 1 % changed" in text and "samples the layer makes read unlike FP32" in text
+    assert scored.to_json()["budget"]["max_changed"] == 2.0 and scored.to_json()["points_of"] == "changed"
+    assert any("(drop 0.5, 1 % changed)" in line for line in scored.lines())
 
 
 def test_sensitivity_plot_is_deterministic(tmp_path):
