@@ -18,6 +18,7 @@ import numpy as np
 
 from edgekit.model.artifacts import StaticModel, sha256_file
 from edgekit.core.errors import ConfigError
+from edgekit.model.data import Samples, run_lines
 from edgekit.model.evalset import EvalSet
 from edgekit.model.parity import task_metric
 from edgekit.model.runners import run_batched
@@ -61,6 +62,11 @@ class _Loaded:
 
         with self.paddle.static.scope_guard(self.scope):
             return run_batched(run_batch, inputs, self.batches(inputs))
+
+    def outputs(self, samples: Samples) -> list[np.ndarray]:
+        """The program's outputs on `samples` as every other stage reads them: text lines in width groups
+        (`run_lines`), not padded to the widest line."""
+        return run_lines(lambda inputs: self.run(self.program, inputs), samples)
 
 
 def _convs(program, sources: Mapping | None) -> dict[str, Conv]:
@@ -211,7 +217,7 @@ def prune_inference_model(model: StaticModel, cfg: PruneConfig, out_dir: Path, e
     costs, touches = _cost_model(loaded.program, collections)
     metric, values, sens = None, {}, None
     if evaluation is not None:
-        reference = loaded.run(loaded.program, evaluation.inputs)
+        reference = loaded.outputs(evaluation.samples)
         metric = task_metric(reference, evaluation.task, evaluation.truth)
         values["unpruned"] = metric.score(reference)
     choice = cfg.choice(evaluation is not None)
@@ -273,7 +279,7 @@ def prune_inference_model(model: StaticModel, cfg: PruneConfig, out_dir: Path, e
                              f"{cfg.reduction * 100:g} % asked", "report the model; give per-layer ratios as a workaround")
     if evaluation is not None:
         # the saved files, read back by the reference engine: what the next stages will get
-        values["pruned"] = metric.score(StaticRunner(result).run(evaluation.inputs))
+        values["pruned"] = metric.score(run_lines(StaticRunner(result).run, evaluation.samples))
         report.metric_name, report.metric = metric.name, values
         report.notes.append(f"metric on {len(evaluation)} evaluation samples ({evaluation.samples.source}); no fine-tuning "
                             "(an exported model has no training code)")
@@ -285,7 +291,7 @@ def prune_inference_model(model: StaticModel, cfg: PruneConfig, out_dir: Path, e
 def _sensitivity(loaded: _Loaded, analysis: Analysis, collections: Mapping[str, object], graph, cfg: PruneConfig,
                  evaluation: EvalSet) -> Sensitivity:
     sample = evaluation.spread(cfg.sensitivity_samples)
-    metric = task_metric(loaded.run(loaded.program, sample.inputs), sample.task, sample.truth)
+    metric = task_metric(loaded.outputs(sample.samples), sample.task, sample.truth)
     grid = tuple(r for r in GRID if r <= cfg.max_ratio + 1e-9)
 
     def prune_one(master: str, ratio: float):
@@ -293,10 +299,12 @@ def _sensitivity(loaded: _Loaded, analysis: Analysis, collections: Mapping[str, 
         return lambda: _restore(loaded, backup)
 
     def evaluate() -> float:
-        return metric.score(loaded.run(loaded.program, sample.inputs))
+        return metric.score(loaded.outputs(sample.samples))
 
     masters = [g.master for g in analysis.groups]
     digest = sha256_file(loaded.model.model_file) + (sha256_file(loaded.model.params_file) if loaded.model.params_file else "")
-    key = cache_key(digest, sample.digest(), cfg.criterion.value, metric.name, masters, grid)
+    # text lines are scored in width groups since 2026-12-07: analyses of lines padded to the widest have other keys
+    lines = "|width-groups" if sample.samples.lines is not None else ""
+    key = cache_key(digest, sample.digest() + lines, cfg.criterion.value, metric.name, masters, grid)
     with quiet_paddleslim():
         return cached(cfg.cache_dir, key, len(sample), metric.name, lambda: measure(masters, prune_one, evaluate, grid))

@@ -278,6 +278,28 @@ def test_exported_mobilenet_prunes_to_a_flops_target_from_sensitivity(tmp_path):
     assert again.sensitivity["cached"] and again.chosen_ratios() == chosen
 
 
+def test_text_lines_are_scored_in_width_groups_as_every_other_stage_scores_them(tmp_path):
+    """A folder of text lines is one tensor padded to the widest line; the tiers and the INT8 search run it in groups
+    of similar width (`run_lines`). Pruning scored the padded tensor: another figure than the build's own."""
+    from edgekit.model.data import Lines, run_lines
+
+    paddle.disable_static()
+    spec = paddle.static.InputSpec([-1, 3, 16, 48], "float32", "x")     # FLOPs are counted at a fixed size
+    paddle.jit.save(paddle.jit.to_static(_seeded(TinyResNet), input_spec=[spec], full_graph=True),
+                    str(tmp_path / "src" / "model"))
+    (tmp_path / "in").mkdir()
+    static = load_inference(ModelConfig(name="res", model_file=tmp_path / "src"), tmp_path / "in")
+    x = np.random.default_rng(2).standard_normal((6, 3, 16, 48)).astype("float32") + 1.0
+    x[:3, :, :, 8:] = 0.0                                   # three lines 8 wide, padded to the widest (48)
+    lines = Samples({"x": x}, None, (), "text lines", Lines("x", 3, (8, 8, 8, 48, 48, 48), 8))
+    pruned = prune_inference_model(static, prune_config({"ratio": 0.5}), tmp_path / "out", EvalSet(lines))
+    grouped = 100 * parity.cosine(run_lines(StaticRunner(static).run, lines)[0],
+                                  run_lines(StaticRunner(pruned.model).run, lines)[0])
+    padded = 100 * parity.cosine(StaticRunner(static).run({"x": x})[0], StaticRunner(pruned.model).run({"x": x})[0])
+    assert abs(grouped - padded) > 1e-3                     # the two readings differ on this model
+    assert pruned.report.metric["pruned"] == pytest.approx(grouped, abs=1e-6)
+
+
 def test_static_path_ties_residual_convs_too(tmp_path):
     """The same tiny ResNet, exported first: the program pruner must tie the same convs and stay exact."""
     paddle.disable_static()
