@@ -77,6 +77,7 @@ def layer_rows(result: QuantSearchResult) -> list[dict]:
             "name": layer.name, "op_type": layer.op_type, "weights": layer.weight_elements,
             "source": _short_source(layer.source), "rank": s.rank if s else None, "value": s.value if s else None,
             "cosine": s.score.cosine if s else None, "task_drop": s.score.task_drop if s else None,
+            "changed": result.budget.changed(s.score) if s else None,     # % of samples read unlike FP32
             "precision": ("float" if layer.key in floated or layer.op_type in result.chosen.float_ops
                           else ("int8" if layer.key else "int8 (no skip key)")),
             "metric_drops": dict(s.score.metric_drops or {}) if s else {},
@@ -136,11 +137,14 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
     extra = [label for key, label in shown if key != result.metric_name]
     head = "".join(f" {label} drop |" for label in extra)
     primary = dict(shown).get(metric, metric)
+    changed = budget.max_changed is not None           # the column the ranking used: % of samples read unlike FP32
+    head += " changed % |" if changed else ""
     out += ["", f"| # | layer | op | weights | source | rank | sensitivity | cosine | {primary} drop |{head} precision |",
-            "|---|---|---|---|---|---|---|---|---|" + "---|" * len(extra) + "---|"]
+            "|---|---|---|---|---|---|---|---|---|" + "---|" * (len(extra) + changed) + "---|"]
     for i, row in enumerate(layer_rows(result)):
         drops = row["metric_drops"]
         cells = "".join(f" {_num(drops.get(key), '.2f')} |" for key, _ in shown if key != result.metric_name)
+        cells += f" {_num(row['changed'], '.2f')} |" if changed else ""
         out.append(f"| {i} | `{row['name']}` | {row['op_type']} | {row['weights']} | {row['source']} | "
                    f"{_num(row['rank'], 'd')} | {_num(row['value'])} | {_num(row['cosine'], '.6f')} | "
                    f"{_num(row['task_drop'], '.2f')} |{cells} {row['precision']} |")

@@ -568,6 +568,12 @@ def test_report_table_and_sizes():
     assert "drop 0.5, 1 % changed" in text and "samples the layer makes read unlike FP32" in text
     assert scored.to_json()["budget"]["max_changed"] == 2.0 and scored.to_json()["points_of"] == "changed"
     assert any("(drop 0.5, 1 % changed)" in line for line in scored.lines())
+    agreeing = replace(scored, sensitivity=tuple(replace(x, score=replace(x.score, agreement=100.0 - 2 * x.rank))
+                                                 for x in scored.sensitivity))
+    text = render_markdown(agreeing)
+    assert "| cosine | top1 drop | changed % | precision |" in text
+    assert "| 1 | `conv2d_1.w_0` | conv2d | 576 |  | 1 | 0.2 | 0.800000 | 30.00 | 2.00 | float |" in text
+    assert [r["changed"] for r in layer_rows(agreeing)] == [6.0, 2.0, 4.0]
 
 
 def test_sensitivity_plot_is_deterministic(tmp_path):
