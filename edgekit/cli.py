@@ -155,6 +155,11 @@ def build(
                                              "points of the task metric (top-1, OCR exact match, ...) with ground truth, else 1 - output "
                                              "cosine. The most sensitive layers stay in float until it holds; if it cannot, the "
                                              "build fails (exit 9) showing the best found. Default: the [parity] int8 gate."),
+    max_changed: Optional[float] = typer.Option(None, "--max-changed", help="The int8 search only, beside --max-drop: at most "
+                                                "this % of the evaluation samples may get another result than FP32's "
+                                                "(another text, class or boxes), right or wrong; layers are then ranked "
+                                                "by the samples they change. Needs ground truth. Default: not checked "
+                                                "([quantize] max_changed)."),
     no_fallback: bool = typer.Option(False, "--no-fallback", help="Never keep layers in float: whole-model int8 or fail."),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache of calibrations and tier-C results. Default "
                                              "$XDG_CACHE_HOME/edgekit/calibration (~/.cache/...); EDGEKIT_CACHE_DIR."),
@@ -179,7 +184,7 @@ def build(
     cfg = _resolve(config, inputs, model=model, target=target.value if target else None,
                    precision=quant.value if quant else None, weights=weights, params_file=params, paddle=paddle_major, calibration=calib,
                    evaluation=eval_data, labels=labels, images=images, algo=algo, name=name, out_dir=out, search_algos=search_algos,
-                   max_drop=max_drop, fallback=False if no_fallback else None, cache_dir="off" if no_cache else cache_dir,
+                   max_drop=max_drop, max_changed=max_changed, fallback=False if no_fallback else None, cache_dir="off" if no_cache else cache_dir,
                    prune=prune, finetune=finetune, epochs=epochs, task_kind=task, emulation_runtime=lite_arm,
                    emulation_cpu=cpu, emulation_enabled=False if no_emulation else None, fold=False if no_fold else None)
     _start_toolchain()

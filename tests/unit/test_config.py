@@ -376,6 +376,7 @@ def test_max_changed_is_read_from_quantize_and_checked(tmp_path):
     assert resolve(write_toml(tmp_path, FACTORY_MODEL), {}, environ=NO_ENV).quant.max_changed is None
     toml = write_toml(tmp_path, FACTORY_MODEL + '[quantize]\nmax_changed = 1\n')
     assert resolve(toml, {}, environ=NO_ENV).quant.max_changed == 1.0
+    assert resolve(toml, {"max_changed": 2.5}, environ=NO_ENV).quant.max_changed == 2.5     # --max-changed
     for bad in ('-0.5', '150', '"one"', 'true'):
         toml = write_toml(tmp_path, FACTORY_MODEL + f'[quantize]\nmax_changed = {bad}\n')
         with pytest.raises(ConfigError, match="max_changed = .* is not a percentage of samples"):
