@@ -316,7 +316,8 @@ def totals(rows: list[dict]) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--det", type=Path, help="the det bundle of the first pair (name fp32)")
+    parser.add_argument("--det", type=Path, help="the det bundle of the first pair (named after the bundle folders, "
+                        "e.g. arm64-int8, or arm64-int8+arm64-fp32 when they differ)")
     parser.add_argument("--rec", type=Path, help="the rec bundle of the first pair")
     parser.add_argument("--pair", action="append", default=[], help="NAME:DET:REC, another pair of bundles")
     parser.add_argument("--pages", type=int, default=4)
@@ -329,7 +330,9 @@ def main() -> int:
 
     work = args.work.absolute()
     folders = model_folders(work)
-    pairs = ([("fp32", args.det, args.rec)] if args.det and args.rec else []) + [
+    first = [] if not (args.det and args.rec) else [
+        (args.det.name if args.det.name == args.rec.name else f"{args.det.name}+{args.rec.name}", args.det, args.rec)]
+    pairs = first + [
         tuple(p.split(":", 2)) for p in args.pair]
     page_list = pages(work / f"pages-{args.seed}", args.pages, args.seed)
     ref, ref_time = reference(folders, page_list, work)
