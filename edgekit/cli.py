@@ -156,8 +156,9 @@ def build(
                                              "cosine. The most sensitive layers stay in float until it holds; if it cannot, the "
                                              "build fails (exit 9) showing the best found. Default: the [parity] int8 gate."),
     max_changed: Optional[float] = typer.Option(None, "--max-changed", help="The int8 search only, beside --max-drop: at most "
-                                                "this % of the evaluation samples may get another result than FP32's "
-                                                "(another text, class or boxes), right or wrong; layers are then ranked "
+                                                "this % of the evaluation samples may get another text or class than "
+                                                "FP32's, right or wrong (boxes and masks: points of mAP/hmean/mIoU "
+                                                "against FP32's results); layers are then ranked "
                                                 "by the samples they change. Needs ground truth. Default: not checked "
                                                 "([quantize] max_changed)."),
     no_fallback: bool = typer.Option(False, "--no-fallback", help="Never keep layers in float: whole-model int8 or fail."),

@@ -126,7 +126,8 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
         order = (f"ranked by the {metric} points the layer costs, then by that error" if by_points
                  else "ranked by that error")
         if by_points and budget.max_changed is not None:
-            order = "ranked by the % of samples the layer makes read unlike FP32 (`max_changed`), then by that error"
+            order = ("ranked by how far the layer alone moves the results from FP32's (`max_changed`: % of samples "
+                     "read otherwise, or points for boxes and masks), then by that error")
         out.append(f"Sensitivity by method `{method}`: {SENSITIVITY_METHODS[method][0]}; {order}; rank 1 = most sensitive.")
         if shown:
             out.append("The drops are in mAP points below the FP32 reference on the ranking samples, for the candidate "

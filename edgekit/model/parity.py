@@ -259,6 +259,7 @@ class Score:
 
 
 COSINE_DROP = "cosine_drop"
+PER_SAMPLE = frozenset({"top1", "exact_match", "accuracy"})   # primary metrics that score one result per sample
 POINTS = "_drop_points"
 
 
@@ -341,7 +342,10 @@ class Budget:
 
     def describe(self) -> str:
         unit = f"{self.task_metric} points" if self.task_metric else "of output cosine"
-        changed = "" if self.max_changed is None else f", ≤ {self.max_changed:g} % of samples read unlike FP32"
+        changed = ""
+        if self.max_changed is not None:      # one result per sample (a text, a class), else points of boxes or masks
+            changed = (f", ≤ {self.max_changed:g} % of samples read unlike FP32" if self.task_metric in PER_SAMPLE
+                       else f", ≤ {self.max_changed:g} {self.task_metric} points against FP32's results")
         return f"drop ≤ {self.max_drop:g} {unit}{changed}"
 
     def checks(self, tier: str, subject: str, stats: Sequence[OutputStats], reference_metric: float | None = None,

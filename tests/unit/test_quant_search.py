@@ -120,6 +120,8 @@ def test_a_max_changed_budget_also_counts_the_samples_read_unlike_fp32():
     assert strict.holds(Score(0.99, 20.0, 98.0, 1.0, agreement=99.0))
     assert budget.excess(same_count) == pytest.approx(-1.0)      # without max_changed: the drop alone
     assert strict.describe() == "drop ≤ 1 exact_match points, ≤ 1 % of samples read unlike FP32"
+    assert replace(Budget.for_data(1.0, "map50"), max_changed=2.0).describe() == \
+        "drop ≤ 1 map50 points, ≤ 2 map50 points against FP32's results"
     with pytest.raises(ConfigError, match="agreement"):
         strict.holds(Score(0.99, 20.0, 99.0, 0.0))               # a score without it cannot be judged
     for bad in (-1.0, 101.0, float("nan")):
@@ -565,7 +567,7 @@ def test_report_table_and_sizes():
                                                                                               agreement=99.0)))
     text = render_markdown(scored)
     assert "- budget: drop ≤ 1 top1 points, ≤ 2 % of samples read unlike FP32" in text
-    assert "drop 0.5, 1 % changed" in text and "samples the layer makes read unlike FP32" in text
+    assert "drop 0.5, 1 % changed" in text and "how far the layer alone moves the results from FP32's" in text
     assert scored.to_json()["budget"]["max_changed"] == 2.0 and scored.to_json()["points_of"] == "changed"
     assert any("(drop 0.5, 1 % changed)" in line for line in scored.lines())
     agreeing = replace(scored, sensitivity=tuple(replace(x, score=replace(x.score, agreement=100.0 - 2 * x.rank))
