@@ -17,7 +17,7 @@ import numpy as np
 
 from edgekit.model.artifacts import StaticModel
 from edgekit.contracts.settings import ModelConfig
-from edgekit.model.data import Samples
+from edgekit.model.data import Samples, run_lines
 from edgekit.core.errors import ConfigError
 from edgekit.model.evalset import EvalSet, synthetic
 from edgekit.model.parity import Metric, task_metric
@@ -38,7 +38,8 @@ class PrunedModel:
 
 
 def _outputs(layer, samples: Samples, batch: int = 128) -> list[np.ndarray]:
-    """The dynamic-graph model's outputs (the reference the pruning metric is taken against)."""
+    """The dynamic-graph model's outputs (the reference the pruning metric is taken against); text lines in width
+    groups (`run_lines`), as every other stage reads them."""
     import paddle
 
     (name,) = samples.inputs
@@ -48,7 +49,7 @@ def _outputs(layer, samples: Samples, batch: int = 128) -> list[np.ndarray]:
             out = layer(paddle.to_tensor(feed[name]))
         return [t.numpy() for t in (out if isinstance(out, (list, tuple)) else [out])]
 
-    return run_batched(run_batch, samples.inputs, batch)
+    return run_lines(lambda inputs: run_batched(run_batch, inputs, batch), samples)
 
 
 def write_report(report: PruneReport, folder: Path, extra: dict | None = None) -> Path:
@@ -61,7 +62,9 @@ def _sensitivity_inputs(layer, evaluation: EvalSet, count: int):
     """(evaluate, metric, samples, digest) on `count` evaluation samples spread over the set."""
     sample = evaluation.spread(count)
     metric = task_metric(_outputs(layer, sample.samples), sample.task, sample.truth)
-    return (lambda: metric.score(_outputs(layer, sample.samples))), metric, len(sample), sample.digest()
+    # lines are scored in width groups since 2026-12-07: an analysis of lines padded to the widest has another key
+    lines = "|width-groups" if sample.samples.lines is not None else ""
+    return (lambda: metric.score(_outputs(layer, sample.samples))), metric, len(sample), sample.digest() + lines
 
 
 def prune_factory_model(model_cfg: ModelConfig, cfg: PruneConfig, out_dir: Path, evaluation: EvalSet | None,

@@ -300,6 +300,25 @@ def test_text_lines_are_scored_in_width_groups_as_every_other_stage_scores_them(
     assert pruned.report.metric["pruned"] == pytest.approx(grouped, abs=1e-6)
 
 
+def tiny_resnet():
+    """The factory of the width-group test below (`test_prune:tiny_resnet`)."""
+    return _seeded(TinyResNet)
+
+
+def test_a_factory_model_scores_text_lines_in_width_groups_too(tmp_path):
+    from edgekit.model.data import Lines, run_lines
+
+    x = np.random.default_rng(2).standard_normal((6, 3, 16, 48)).astype("float32") + 1.0
+    x[:3, :, :, 8:] = 0.0
+    lines = Samples({"x": x}, None, (), "text lines", Lines("x", 3, (8, 8, 8, 48, 48, 48), 8))
+    model = ModelConfig(name="res", factory="test_prune:tiny_resnet", inputs=(InputSpec("x", (-1, 3, 16, 48)),))
+    pruned = prune_factory_model(model, prune_config({"ratio": 0.5}), tmp_path, EvalSet(lines))
+    paddle.disable_static()
+    reference = run_lines(lambda inputs: [tiny_resnet()(paddle.to_tensor(inputs["x"])).numpy()], lines)[0]
+    grouped = 100 * parity.cosine(reference, run_lines(StaticRunner(pruned.model).run, lines)[0])
+    assert pruned.report.metric["pruned"] == pytest.approx(grouped, abs=1e-4)
+
+
 def test_static_path_ties_residual_convs_too(tmp_path):
     """The same tiny ResNet, exported first: the program pruner must tie the same convs and stay exact."""
     paddle.disable_static()
