@@ -155,12 +155,12 @@ def build(
                                              "points of the task metric (top-1, OCR exact match, ...) with ground truth, else 1 - output "
                                              "cosine. The most sensitive layers stay in float until it holds; if it cannot, the "
                                              "build fails (exit 9) showing the best found. Default: the [parity] int8 gate."),
-    max_changed: Optional[float] = typer.Option(None, "--max-changed", help="The int8 search only, beside --max-drop: at most "
+    max_changed: Optional[float] = typer.Option(None, "--max-changed", help="Checked on the int8 search's choice, beside --max-drop: at most "
                                                 "this % of the evaluation samples may get another text or class than "
                                                 "FP32's, right or wrong (boxes and masks: points of mAP/hmean/mIoU "
-                                                "against FP32's results); layers are then ranked "
-                                                "by the samples they change. Needs ground truth. Default: not checked "
-                                                "([quantize] max_changed)."),
+                                                "against FP32's results); a miss fails the build (exit 9). With "
+                                                "rank_by = task, layers are ranked by the results they change. Needs "
+                                                "ground truth. Default: not checked ([quantize] max_changed)."),
     no_fallback: bool = typer.Option(False, "--no-fallback", help="Never keep layers in float: whole-model int8 or fail."),
     cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache of calibrations and tier-C results. Default "
                                              "$XDG_CACHE_HOME/edgekit/calibration (~/.cache/...); EDGEKIT_CACHE_DIR."),

@@ -126,7 +126,7 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
         order = (f"ranked by the {metric} points the layer costs, then by that error" if by_points
                  else "ranked by that error")
         if by_points and budget.max_changed is not None:
-            order = ("ranked by how far the layer alone moves the results from FP32's (`max_changed`: % of samples "
+            order = ("ranked by the results the layer changes from FP32's by that method (`max_changed`: % of samples "
                      "read otherwise, or points for boxes and masks), then by that error")
         out.append(f"Sensitivity by method `{method}`: {SENSITIVITY_METHODS[method][0]}; {order}; rank 1 = most sensitive.")
         if shown:
@@ -138,7 +138,8 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
     extra = [label for key, label in shown if key != result.metric_name]
     head = "".join(f" {label} drop |" for label in extra)
     primary = dict(shown).get(metric, metric)
-    changed = budget.max_changed is not None           # the column the ranking used: % of samples read unlike FP32
+    changed = budget.max_changed is not None     # the measured candidate's results unlike FP32's (`alone`: the points
+    #                                              the ranking used; `all-but`: what is left with the layer float)
     head += " changed % |" if changed else ""
     out += ["", f"| # | layer | op | weights | source | rank | sensitivity | cosine | {primary} drop |{head} precision |",
             "|---|---|---|---|---|---|---|---|---|" + "---|" * (len(extra) + changed) + "---|"]
@@ -155,10 +156,12 @@ def render_markdown(result: QuantSearchResult, nb_bytes: int | None = None, plot
         out += ["", "## What each float layer costs", "",
                 "Extra weight bytes over int8, and the drop measured with only that layer put back into int8 "
                 "(the fallback's prune pass; — where no such candidate ran: the layer the budget needed last).", "",
-                f"| layer | op | weights | extra bytes | drop if int8 | {metric} % if int8 |", "|---|---|---|---|---|---|"]
+                f"| layer | op | weights | extra bytes | drop if int8 | {metric} % if int8 |"
+                + (" changed if int8 |" if changed else ""), "|---|---|---|---|---|---|" + ("---|" if changed else "")]
         for cost in costs:
             out.append(f"| `{cost['name']}` | {cost['op_type']} | {cost['weights']} | {cost['extra_bytes']} | "
-                       f"{_num(cost['drop_if_int8'])} | {_num(cost['task_if_int8'], '.2f')} |")
+                       f"{_num(cost['drop_if_int8'])} | {_num(cost['task_if_int8'], '.2f')} |"
+                       + (f" {_num(cost['changed_if_int8'])} |" if changed else ""))
 
     cost = result.cost if result.cost is not None and result.cost.counted else None
     counted = f" instructions ({cost.cpu}) | INT8/FP32 |" if cost else ""

@@ -382,6 +382,8 @@ class QuantSearchResult:
             costs.append({"name": layer.name, "op_type": layer.op_type, "weights": layer.weight_elements,
                           "extra_bytes": 3 * layer.weight_elements,        # fp32 (4 bytes) instead of int8 (1 byte)
                           "drop_if_int8": self.budget.drop(measured.score) if measured else None,
+                          "changed_if_int8": self.budget.changed(measured.score)
+                          if measured and self.budget.max_changed is not None else None,
                           "task_if_int8": measured.score.task if measured else None})
         return costs
 
@@ -490,8 +492,11 @@ def choose(candidates: Sequence[Candidate], budget: Budget) -> Candidate:
     if not scored:
         raise QuantizeError("every calibration algorithm failed: " + "; ".join(f"{c.algo}: {c.error}" for c in candidates),
                             "try other algorithms (--search-algos avg,hist,mse,KL), or --quant fp32 to check the rest")
-    pool = [c for c in scored if c.holds] or scored
-    return min(enumerate(pool), key=lambda ic: (budget.drop(ic[1].score), ic[1].score.error, ic[0]))[1]
+    holding = [c for c in scored if c.holds]
+    if holding:
+        return min(enumerate(holding), key=lambda ic: (budget.drop(ic[1].score), ic[1].score.error, ic[0]))[1]
+    # nothing holds: the nearest miss (with max_changed, the larger overshoot of its two bounds decides)
+    return min(enumerate(scored), key=lambda ic: (budget.excess(ic[1].score), ic[1].score.error, ic[0]))[1]
 
 
 def quantize_to_budget(model: StaticModel, calibration: Samples, evaluation: Samples, cfg: QuantConfig,

@@ -407,7 +407,8 @@ def gates(rec: StageView) -> StageView:
     if rec.search is not None and not rec.search.holds:
         notes += [line.strip() for line in rec.search.lines(with_notes=False)]
     notes += [f"calibration data: {w}" for w in rec.data_warnings]
-    report = rec.report.extended(notes=notes)
+    changed = rec.search.budget.changed_check(rec.search.chosen.score) if rec.search is not None else None
+    report = rec.report.extended(checks=[changed] if changed is not None else [], notes=notes)
     report.raise_if_failed()
     return rec.with_(report=report)
 

@@ -260,6 +260,9 @@ class Score:
 
 COSINE_DROP = "cosine_drop"
 PER_SAMPLE = frozenset({"top1", "exact_match", "accuracy"})   # primary metrics that score one result per sample
+CHANGED = "_changed"        # the metric suffix of Budget.changed_check
+CHANGED_FIX = ("see the search above; allow more float layers ([quantize] max_float_fraction, no --no-fallback), or "
+               "raise --max-changed / [quantize] max_changed if the figure is acceptable")
 POINTS = "_drop_points"
 
 
@@ -336,9 +339,20 @@ class Budget:
         return over if changed is None else max(over, changed - self.max_changed)
 
     def changed_text(self, score: Score) -> str:
-        """", 2 % changed" when the budget counts the samples read unlike FP32 and the score has them, else ""."""
+        """", 2 % changed" (", 2 points changed" for boxes and masks) when the budget counts the results unlike
+        FP32's and the score has them, else ""."""
         changed = self.changed(score) if self.max_changed is not None else None
-        return "" if changed is None else f", {changed:.4g} % changed"
+        unit = "%" if self.task_metric in PER_SAMPLE else "points"
+        return "" if changed is None else f", {changed:.4g} {unit} changed"
+
+    def changed_check(self, score: Score) -> Check | None:
+        """The gate on the INT8 search's choice when the budget has `max_changed` (the tiers check `max_drop`):
+        a choice that misses it fails the build as a missed drop does."""
+        if self.max_changed is None:
+            return None
+        changed = self.changed(score)
+        return Check("B", "int8 search vs fp32 results", f"{self.task_metric}{CHANGED}",
+                     math.inf if changed is None else changed, self.max_changed, False)
 
     def describe(self) -> str:
         unit = f"{self.task_metric} points" if self.task_metric else "of output cosine"
@@ -444,6 +458,7 @@ class ParityReport:
             error = ParityError(
                 f"{len(failed)} parity gate(s) failed; first: tier {first.tier} {first.subject} {first.metric} "
                 f"{first.value:.4g} vs limit {first.limit:g}",
+                CHANGED_FIX if first.metric.endswith(CHANGED) else
                 "see the table above; loosen the gate in [parity] only if the figure is acceptable, "
                 "or try another calibration algorithm (--algo) or more calibration data",
             )

@@ -154,3 +154,23 @@ def test_run_prints_the_class_and_refuses_a_damaged_bundle(builds, cli, tmp_path
     (damaged / "host" / "model_x86.nb").unlink()
     refused = cli("run", damaged, image, ok=False)
     assert refused.exit_code == 10 and "missing: host/model_x86.nb" in refused.output
+
+
+def test_max_changed_floats_the_layer_that_changes_a_reading_and_a_miss_fails_the_build(builds, cli, tmp_path):
+    """The example's whole-model INT8 keeps top-1 within the points budget but reads 1 of its 360 digits unlike FP32
+    (measured 2026-12-07). `--max-changed 0` keeps a layer float until every digit reads as FP32; with the fallback
+    off the search's choice misses it and the build fails (exit 9) with nothing written."""
+    _, first = builds
+    assert first["quantization"]["search"]["budget"]["max_changed"] is None and first["quantization"]["search"]["holds"]
+    strict = tmp_path / "strict"
+    cli("build", "--target", "arm64", "--quant", "int8", "--max-changed", "0", "--no-emulation", "--out", strict,
+        "--quiet")
+    search = manifest(strict / "digits" / "arm64-int8")["quantization"]["search"]
+    whole = next(c for c in search["candidates"] if c["purpose"] == "algorithm")
+    assert whole["task_drop"] <= 1.0 and 0.0 < 100.0 - whole["agreement"] <= 1.0   # the points budget lets it through
+    assert search["budget"]["max_changed"] == 0.0 and search["holds"] and search["float_layers"]
+    assert search["score"]["agreement"] == 100.0 and search["points_of"] == "changed"
+    missed = cli("build", "--target", "arm64", "--quant", "int8", "--max-changed", "0", "--no-fallback",
+                 "--no-emulation", "--out", tmp_path / "missed", "--quiet", ok=False)
+    assert missed.exit_code == 9 and "top1_changed" in missed.output and "--max-changed" in missed.output
+    assert not (tmp_path / "missed" / "digits").exists()

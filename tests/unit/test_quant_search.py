@@ -124,6 +124,15 @@ def test_a_max_changed_budget_also_counts_the_samples_read_unlike_fp32():
         "drop ≤ 1 map50 points, ≤ 2 map50 points against FP32's results"
     with pytest.raises(ConfigError, match="agreement"):
         strict.holds(Score(0.99, 20.0, 99.0, 0.0))               # a score without it cannot be judged
+    # the gate on the search's choice: a miss fails the build as a missed drop does
+    assert budget.changed_check(same_count) is None
+    check = strict.changed_check(same_count)
+    assert not check.passed and (check.metric, check.value, check.limit) == ("exact_match_changed", 4.0, 1.0)
+    assert strict.changed_check(Score(0.99, 20.0, 98.0, 1.0, agreement=99.0)).passed
+    assert not strict.changed_check(Score(0.99, 20.0, 98.0, 1.0)).passed      # unknown agreement never passes
+    boxes = replace(Budget.for_data(1.0, "map50"), max_changed=2.0)
+    assert strict.changed_text(same_count) == ", 4 % changed"
+    assert boxes.changed_text(same_count) == ", 4 points changed"
     for bad in (-1.0, 101.0, float("nan")):
         with pytest.raises(ConfigError, match="max_changed"):
             replace(budget, max_changed=bad)
@@ -315,6 +324,11 @@ def test_choose_prefers_candidates_in_budget_then_least_drop_then_error_then_ord
     assert choose(cands, TOP1).algo == "mse"
     assert choose([_candidate("avg", 0.2, 0.99, True), _candidate("hist", 0.2, 0.99, True)], TOP1).algo == "avg"
     assert choose([_candidate("avg", 3.0, 0.9, False), _candidate("hist", 2.0, 0.95, False)], TOP1).algo == "hist"
+    # nothing holds with max_changed: the nearest miss by its larger overshoot, not the least drop
+    strict = replace(TOP1, max_changed=1.0)
+    avg = Candidate("avg", (), Score(0.99, 20.0, 99.0, 0.0, agreement=73.0), False, "algorithm", 100, False, 0.1)
+    hist = Candidate("hist", (), Score(0.98, 20.0, 98.2, 0.8, agreement=98.0), False, "algorithm", 100, False, 0.1)
+    assert choose([avg, hist], TOP1).algo == "avg" and choose([avg, hist], strict).algo == "hist"
 
 
 def test_search_plan_validates():
@@ -556,7 +570,7 @@ def test_report_table_and_sizes():
     assert [r["points"] for r in with_points.to_json()["layers"]] == [30.0, 0.5, 0.0]
     # the one float layer: 3 extra bytes per weight; put back into int8 it is the whole-model candidate (drop 20)
     assert result.float_costs() == [{"name": "conv2d_1.w_0", "op_type": "conv2d", "weights": 576, "extra_bytes": 1728,
-                                     "drop_if_int8": 20.0, "task_if_int8": 70.0}]
+                                     "drop_if_int8": 20.0, "changed_if_int8": None, "task_if_int8": 70.0}]
     assert "| `conv2d_1.w_0` | conv2d | 576 | 1728 | 20 | 70.00 |" in text
     lines = result.lines()
     assert any(line.startswith("  ✗ algorithm avg") for line in lines)
@@ -567,7 +581,7 @@ def test_report_table_and_sizes():
                                                                                               agreement=99.0)))
     text = render_markdown(scored)
     assert "- budget: drop ≤ 1 top1 points, ≤ 2 % of samples read unlike FP32" in text
-    assert "drop 0.5, 1 % changed" in text and "how far the layer alone moves the results from FP32's" in text
+    assert "drop 0.5, 1 % changed" in text and "ranked by the results the layer changes from FP32's by that method" in text
     assert scored.to_json()["budget"]["max_changed"] == 2.0 and scored.to_json()["points_of"] == "changed"
     assert any("(drop 0.5, 1 % changed)" in line for line in scored.lines())
     agreeing = replace(scored, sensitivity=tuple(replace(x, score=replace(x.score, agreement=100.0 - 2 * x.rank))
@@ -576,6 +590,7 @@ def test_report_table_and_sizes():
     assert "| cosine | top1 drop | changed % | precision |" in text
     assert "| 1 | `conv2d_1.w_0` | conv2d | 576 |  | 1 | 0.2 | 0.800000 | 30.00 | 2.00 | float |" in text
     assert [r["changed"] for r in layer_rows(agreeing)] == [6.0, 2.0, 4.0]
+    assert "| drop if int8 | top1 % if int8 | changed if int8 |" in text
 
 
 def test_sensitivity_plot_is_deterministic(tmp_path):
