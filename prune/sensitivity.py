@@ -56,6 +56,12 @@ def measure(layers: Sequence[str], prune_one: Callable[[str, float], Callable[[]
     return baseline, curves
 
 
+def samples_digest(evaluation) -> str:
+    """What an analysis' key records of its samples (an EvalSet): their digest, and for text lines that they run in
+    width groups (since 2026-12-07; an analysis of lines padded to the widest has another key)."""
+    return evaluation.digest() + ("|width-groups" if evaluation.samples.lines is not None else "")
+
+
 def cache_key(model_digest: str, samples_digest: str, criterion: str, metric: str, layers: Sequence[str],
               grid: Sequence[float] = GRID) -> str:
     payload = json.dumps({"format": FORMAT, "model": model_digest, "samples": samples_digest, "criterion": criterion,

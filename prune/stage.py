@@ -25,6 +25,7 @@ from edgekit.model.runners import run_batched
 
 from edgekit.contracts.prune import Choice, PruneConfig
 from .report import PruneReport
+from .sensitivity import samples_digest
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +63,7 @@ def _sensitivity_inputs(layer, evaluation: EvalSet, count: int):
     """(evaluate, metric, samples, digest) on `count` evaluation samples spread over the set."""
     sample = evaluation.spread(count)
     metric = task_metric(_outputs(layer, sample.samples), sample.task, sample.truth)
-    # lines are scored in width groups since 2026-12-07: an analysis of lines padded to the widest has another key
-    lines = "|width-groups" if sample.samples.lines is not None else ""
-    return (lambda: metric.score(_outputs(layer, sample.samples))), metric, len(sample), sample.digest() + lines
+    return (lambda: metric.score(_outputs(layer, sample.samples))), metric, len(sample), samples_digest(sample)
 
 
 def prune_factory_model(model_cfg: ModelConfig, cfg: PruneConfig, out_dir: Path, evaluation: EvalSet | None,

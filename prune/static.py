@@ -29,7 +29,7 @@ from .errors import PruneError
 from .plan import Analysis, Conv, bisect, classify, explicit_ratios, predicted_cost, ratios_at, verify
 from .quiet import quiet_paddleslim
 from .report import PruneReport, layer_rows
-from .sensitivity import GRID, Sensitivity, cache_key, cached, measure
+from .sensitivity import GRID, Sensitivity, cache_key, cached, measure, samples_digest
 from .stage import PrunedModel, write_report
 
 log = logging.getLogger(__name__)
@@ -303,8 +303,6 @@ def _sensitivity(loaded: _Loaded, analysis: Analysis, collections: Mapping[str, 
 
     masters = [g.master for g in analysis.groups]
     digest = sha256_file(loaded.model.model_file) + (sha256_file(loaded.model.params_file) if loaded.model.params_file else "")
-    # text lines are scored in width groups since 2026-12-07: analyses of lines padded to the widest have other keys
-    lines = "|width-groups" if sample.samples.lines is not None else ""
-    key = cache_key(digest, sample.digest() + lines, cfg.criterion.value, metric.name, masters, grid)
+    key = cache_key(digest, samples_digest(sample), cfg.criterion.value, metric.name, masters, grid)
     with quiet_paddleslim():
         return cached(cfg.cache_dir, key, len(sample), metric.name, lambda: measure(masters, prune_one, evaluate, grid))
