@@ -77,7 +77,7 @@ def layer_rows(result: QuantSearchResult) -> list[dict]:
             "name": layer.name, "op_type": layer.op_type, "weights": layer.weight_elements,
             "source": _short_source(layer.source), "rank": s.rank if s else None, "value": s.value if s else None,
             "cosine": s.score.cosine if s else None, "task_drop": s.score.task_drop if s else None,
-            "changed": result.budget.changed(s.score) if s else None,     # % of samples read unlike FP32
+            "changed": s.score.changed if s else None,     # % of samples read unlike FP32
             "precision": ("float" if layer.key in floated or layer.op_type in result.chosen.float_ops
                           else ("int8" if layer.key else "int8 (no skip key)")),
             "metric_drops": dict(s.score.metric_drops or {}) if s else {},

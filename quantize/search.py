@@ -382,7 +382,7 @@ class QuantSearchResult:
             costs.append({"name": layer.name, "op_type": layer.op_type, "weights": layer.weight_elements,
                           "extra_bytes": 3 * layer.weight_elements,        # fp32 (4 bytes) instead of int8 (1 byte)
                           "drop_if_int8": self.budget.drop(measured.score) if measured else None,
-                          "changed_if_int8": self.budget.changed(measured.score)
+                          "changed_if_int8": measured.score.changed
                           if measured and self.budget.max_changed is not None else None,
                           "task_if_int8": measured.score.task if measured else None})
         return costs

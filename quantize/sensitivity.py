@@ -17,6 +17,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Callable, Sequence
 
 import numpy as np
@@ -119,6 +120,8 @@ class Evaluator:
         self._runner = runner
         self.reference_metrics = evaluation.evaluate(self.reference) if evaluation.has_truth else None
         self.reference_task = self.reference_metrics[evaluation.primary] if evaluation.has_truth else None
+        # FP32's results decoded once: every candidate's agreement is judged against them
+        self._reference_predictions = evaluation.task.predictions(self.reference) if evaluation.has_truth else None
 
     @classmethod
     def for_model(cls, static: StaticModel, evaluation: EvalSet, runner=None,
@@ -188,7 +191,7 @@ class Evaluator:
         if self.task is not None:
             if finite:
                 metrics = self.evaluation.evaluate(outputs)
-                agreement = self.task.agreement(list(outputs), self.reference)
+                agreement = self.task.agreement_with(list(outputs), self._reference_predictions)
             else:
                 metrics = {name: 0.0 for name in self.reference_metrics}
                 agreement = 0.0
@@ -227,25 +230,18 @@ def _points(drop: float | None) -> float | None:
     return None if drop is None else max(0.0, drop)
 
 
-def _drop(score: Score) -> float | None:
-    return score.task_drop
-
-
-def _changed(score: Score) -> float | None:
-    return None if score.agreement is None else 100.0 - score.agreement
-
-
-Cost = Callable[[Score], "float | None"]    # the points a budget counts against a score: _drop or _changed
+Cost = Callable[[Score], "float | None"]    # the points a budget counts against a score
+_DROP, _CHANGED = attrgetter("task_drop"), attrgetter("changed")     # task points lost, or % of samples read otherwise
 
 
 def _alone(layer: QuantLayer, keys: tuple[str, ...], evaluate: Evaluate, full: Score,
-           cost: Cost = _drop) -> tuple[Score, float, float | None]:
+           cost: Cost = _DROP) -> tuple[Score, float, float | None]:
     score = evaluate(_alone_skip(layer, keys))
     return score, score.error, _points(cost(score))
 
 
 def _all_but(layer: QuantLayer, keys: tuple[str, ...], evaluate: Evaluate, full: Score,
-             cost: Cost = _drop) -> tuple[Score, float, float | None]:
+             cost: Cost = _DROP) -> tuple[Score, float, float | None]:
     score = evaluate(_all_but_skip(layer, keys))
     left, whole = cost(score), cost(full)
     gained = None if left is None or whole is None else whole - left
@@ -301,7 +297,7 @@ def analyse(layers: Sequence[QuantLayer], evaluate: Evaluate, full: Score, metho
     keys = tuple(layer.key for layer in controllable)
     measured, eta = [], Eta()
     for layer in controllable:
-        score, value, points = measure(layer, keys, evaluate, full, _changed if changed else _drop)
+        score, value, points = measure(layer, keys, evaluate, full, _CHANGED if changed else _DROP)
         measured.append((layer, score, value, points))
         log.info("sensitivity %d/%d %s %s (%s): %.4g%s, %s", len(measured), len(controllable), method, layer.name,
                  layer.op_type, value, "" if points is None else f" ({points:.4g} points)",

@@ -251,6 +251,11 @@ class Score:
         """Continuous error used for ranking layers (a task metric on a small sample moves in coarse steps)."""
         return 1.0 - self.cosine
 
+    @property
+    def changed(self) -> float | None:
+        """% of the samples whose task result differs from FP32's (points for boxes and masks); None without."""
+        return None if self.agreement is None else 100.0 - self.agreement
+
     def to_json(self) -> dict:
         return {"cosine": self.cosine, "snr_db": self.snr_db, "task": self.task, "task_drop": self.task_drop,
                 "metrics": None if self.metrics is None else dict(self.metrics),
@@ -313,10 +318,6 @@ class Budget:
                               "give labels or a truth file, or budget the output cosine")
         return score.task_drop
 
-    def changed(self, score: Score) -> float | None:
-        """% of the samples whose task result differs from FP32's; None when the score has no agreement."""
-        return None if score.agreement is None else 100.0 - score.agreement
-
     def holds(self, score: Score) -> bool:
         if self.metric == COSINE_DROP:
             return score.cosine >= 1.0 - self.max_drop
@@ -325,7 +326,7 @@ class Budget:
     def _changed_holds(self, score: Score) -> bool:
         if self.max_changed is None:
             return True
-        changed = self.changed(score)
+        changed = score.changed
         if changed is None:
             raise ConfigError("a max_changed budget needs scores with their agreement to the FP32 results",
                               "score the candidates with the task's evaluator (edgekit.quantize.sensitivity.Evaluator)")
@@ -335,13 +336,13 @@ class Budget:
         """How far `score` is over the budget (<= 0 when it holds): the larger of its excess drop and excess
         changed samples; what the fallback compares misses by."""
         over = self.drop(score) - self.max_drop
-        changed = self.changed(score) if self.max_changed is not None else None
+        changed = score.changed if self.max_changed is not None else None
         return over if changed is None else max(over, changed - self.max_changed)
 
     def changed_text(self, score: Score) -> str:
         """", 2 % changed" (", 2 points changed" for boxes and masks) when the budget counts the results unlike
         FP32's and the score has them, else ""."""
-        changed = self.changed(score) if self.max_changed is not None else None
+        changed = score.changed if self.max_changed is not None else None
         unit = "%" if self.task_metric in PER_SAMPLE else "points"
         return "" if changed is None else f", {changed:.4g} {unit} changed"
 
@@ -350,7 +351,7 @@ class Budget:
         a choice that misses it fails the build as a missed drop does."""
         if self.max_changed is None:
             return None
-        changed = self.changed(score)
+        changed = score.changed
         return Check("B", "int8 search vs fp32 results", f"{self.task_metric}{CHANGED}",
                      math.inf if changed is None else changed, self.max_changed, False)
 

@@ -54,7 +54,12 @@ class Task(abc.ABC):
     def agreement(self, outputs: Sequence[np.ndarray], other: Sequence[np.ndarray]) -> float:
         """How often `outputs` say what `other` says, in the primary metric with `other`'s predictions as the truth:
         top-1 agreement, the same text, the same boxes (hmean)."""
-        return self.score(outputs, self.predictions(other))
+        return self.agreement_with(outputs, self.predictions(other))
+
+    def agreement_with(self, outputs: Sequence[np.ndarray], theirs: Sequence) -> float:
+        """`agreement` against the other engine's `predictions`, decoded already (a judge of many candidates
+        decodes its one reference once)."""
+        return self.score(outputs, theirs)
 
     @abc.abstractmethod
     def truth_from_json(self, raw: Any) -> list:

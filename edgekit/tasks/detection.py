@@ -522,9 +522,9 @@ class Detection(Task):
             found.append({"boxes": d.boxes[keep].astype(np.float64).tolist(), "classes": d.classes[keep].tolist()})
         return found
 
-    def agreement(self, outputs: Sequence[np.ndarray], other: Sequence[np.ndarray]) -> float:
-        """mAP@0.5 of `outputs` with `other`'s confident detections as truth; both finding nothing is agreement."""
-        theirs = self.predictions(other)
+    def agreement_with(self, outputs: Sequence[np.ndarray], theirs: Sequence) -> float:
+        """mAP@0.5 of `outputs` with the other engine's confident detections (`predictions`) as truth; both finding
+        nothing is agreement."""
         if not any(t["classes"] for t in theirs):
             return 100.0 if not any(p["classes"] for p in self.predictions(outputs)) else 0.0
         return self.score(outputs, theirs)

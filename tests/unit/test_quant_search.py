@@ -116,7 +116,7 @@ def test_a_max_changed_budget_also_counts_the_samples_read_unlike_fp32():
     strict = replace(budget, max_changed=1.0)
     same_count = Score(0.97, 20.0, 99.0, 0.0, agreement=96.0)     # 4 of 100 lines read otherwise, none lost
     assert budget.holds(same_count) and not strict.holds(same_count)
-    assert strict.changed(same_count) == pytest.approx(4.0) and strict.excess(same_count) == pytest.approx(3.0)
+    assert same_count.changed == pytest.approx(4.0) and strict.excess(same_count) == pytest.approx(3.0)
     assert strict.holds(Score(0.99, 20.0, 98.0, 1.0, agreement=99.0))
     assert budget.excess(same_count) == pytest.approx(-1.0)      # without max_changed: the drop alone
     assert strict.describe() == "drop ≤ 1 exact_match points, ≤ 1 % of samples read unlike FP32"
