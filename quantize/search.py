@@ -253,8 +253,9 @@ class ScoreStore:
             return None
         try:
             raw = json.loads((self.root / f"{key}.json").read_text(encoding="utf-8"))
+            agreement = raw.get("agreement")
             score = Score(float(raw["cosine"]), float(raw["snr_db"]), raw["task"], raw["task_drop"],
-                          raw.get("metrics"), raw.get("metric_drops"), raw.get("agreement"))
+                          raw.get("metrics"), raw.get("metric_drops"), None if agreement is None else float(agreement))
         except (OSError, ValueError, KeyError, TypeError):
             return None
         if score.task is not None and "metrics" not in raw:

@@ -533,6 +533,9 @@ def test_a_max_changed_search_scores_again_what_was_stored_without_agreement(tmp
     assert ScoreStore(tmp_path, agreement=True).get("old") is None
     assert ScoreStore(tmp_path, agreement=True).get("new").agreement == 98.0
     assert ScoreStore(tmp_path, agreement=True).get("missing") is None
+    (tmp_path / "scores" / "bad.json").write_text('{"cosine": 1, "snr_db": 1, "task": 9, "task_drop": 0, "metrics": {}, '
+                                                 '"agreement": "most"}')
+    assert ScoreStore(tmp_path).get("bad") is None           # a damaged entry is scored again, never a traceback
 
 
 # ---------------------------------------------------------------- the report
